@@ -1,0 +1,30 @@
+# Two commands do everything on a fresh machine (Python 3.10-3.13 with venv):
+#   make lab    create the environment if missing, then open JupyterLab on notebooks/
+#   make test   create the environment if missing, then run every test (unit + notebooks)
+VENV ?= .venv
+PYTHON ?= python3
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: lab test bench env clean-env
+
+env: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[lab,test]"
+	@touch $(STAMP)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab --notebook-dir=notebooks
+
+# The bundled data sample keeps test runs offline and reproducible.
+test: $(STAMP)
+	IPU_EMULATOR_DATA=sample MPLBACKEND=Agg $(BIN)/python -m pytest --nbval-lax tests notebooks
+
+bench: $(STAMP)
+	IPU_EMULATOR_DATA=sample $(BIN)/python bench/run_all.py
+
+clean-env:
+	rm -rf $(VENV)

@@ -1,0 +1,25 @@
+"""Command line: ``python -m ipu_emulator run [--tf1] script.py ARGS...``."""
+import argparse
+import sys
+
+from ipu_emulator import runner
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m ipu_emulator",
+        description="Run Graphcore IPU TensorFlow programs on the CPU and simulate the IPU.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run_parser = commands.add_parser(
+        "run", help="run an unmodified IPU TensorFlow script",
+        description=runner.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    runner.add_arguments(run_parser)
+    options = parser.parse_args(argv)
+    if options.command == "run":
+        return runner.run(options)
+    parser.error("unknown command %r" % options.command)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Import-path shims for older Graphcore code (see ``ipu_emulator.importer``)."""

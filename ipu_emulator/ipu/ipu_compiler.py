@@ -1,0 +1,151 @@
+"""``compile``: turn a Python function into one IPU program.
+
+On an IPU the function is compiled by XLA and Poplar into an executable, and every
+``sess.run`` of the result is one execution of it (one ``Engine::run``).  The emulator builds
+the same computation into the TensorFlow graph on the CPU, applies the SDK's return
+convention, and registers the program so each ``sess.run`` is recorded as an engine run.
+
+    with ipu.scopes.ipu_scope("/device:IPU:0"):
+        [loss] = ipu.ipu_compiler.compile(train_step, inputs=[x, y])
+"""
+import tensorflow as tf
+from tensorflow.python.util import nest
+
+from ipu_emulator.runtime import programs
+from . import scopes
+
+_NOT_PLACED_MESSAGE = (
+    "A computation has been compiled, however it was not placed on an IPU device. This "
+    "computation will not be executed on an IPU.\nTo execute it on an IPU use the "
+    "`ipu_scope` from `tensorflow.python.ipu.scopes`, for example:\n\n"
+    "  with ipu_scope('/device:IPU:0'):\n"
+    "    result = ipu_compiler.compile(comp, inputs)")
+
+
+def compile(computation, inputs=None):  # pylint: disable=redefined-builtin
+    """Build ``computation(*inputs)`` as an IPU program.
+
+    Returns a list of the computation's output tensors (a one-element list for a single
+    tensor), the same nested structure for nested outputs, or a single ``tf.Operation`` when
+    the computation returns nothing or only operations.
+    """
+    if inputs is None:
+        inputs = []
+    if not isinstance(inputs, (list, tuple)):
+        raise TypeError("inputs must be a list")
+    if tf.executing_eagerly():
+        return _compile_eagerly(computation, inputs)
+
+    flat_inputs = [tf.convert_to_tensor(x) for x in nest.flatten(inputs)]
+    packed_inputs = nest.pack_sequence_as(inputs, flat_inputs)
+    graph = tf.compat.v1.get_default_graph()
+    ordinal = scopes.current_ipu_ordinal()
+    program = programs.CompiledProgram(
+        name=programs.new_program_name(), graph=graph,
+        device_ordinal=ordinal if ordinal is not None else 0,
+        input_tensors=flat_inputs)
+    first_new_op = len(graph.get_operations())
+    with programs.building(program):
+        with tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(), use_resource=True):
+            outputs = computation(*packed_inputs)
+    program.new_ops = graph.get_operations()[first_new_op:]
+
+    if ordinal is None and any(op.type != "NoOp" for op in program.new_ops):
+        raise Exception(_NOT_PLACED_MESSAGE)  # pylint: disable=broad-exception-raised
+    _reject_estimator_spec(outputs)
+
+    result = _apply_return_convention(outputs, program)
+    fetchables = [result] if isinstance(result, tf.Operation) else nest.flatten(result)
+    program.output_tensors = [t for t in fetchables if isinstance(t, tf.Tensor)]
+    reg = programs.registry(graph)
+    for item in fetchables:
+        reg.program_by_fetch[item.name] = program
+    return result
+
+
+def _compile_eagerly(computation, inputs):
+    """Eager mode wraps the computation in a ``tf.function``, as the SDK does."""
+    return tf.function(computation)(*inputs)
+
+
+def _reject_estimator_spec(outputs):
+    for item in nest.flatten(outputs):
+        if type(item).__name__ in ("EstimatorSpec", "IPUEstimatorSpec"):
+            raise ValueError(
+                "Your computation output contains an EstimatorSpec or IPUEstimatorSpec "
+                "object. When you use an IPUEstimator, it already handles all the xla "
+                "compilation and no manual call to compile() is needed.")
+
+
+def _apply_return_convention(outputs, program):
+    if outputs is None:
+        return _group_program(program, [])
+    if isinstance(outputs, (list, tuple)) and not _is_nested(outputs):
+        return _flat_result(list(outputs), program)
+    if not isinstance(outputs, (list, tuple, dict)) and not nest.is_nested(outputs):
+        return _flat_result([outputs], program)
+    return _nested_result(outputs)
+
+
+def _is_nested(values):
+    return any(nest.is_nested(v) for v in values)
+
+
+def _flat_result(values, program):
+    tensors, operations = [], []
+    for value in values:
+        if isinstance(value, tf.Operation):
+            operations.append(value)
+            continue
+        if operations:
+            raise ValueError(
+                "XLA computation function must return zero or more Tensor values followed "
+                "by zero or more Operations.")
+        tensors.append(_to_tensor(value))
+    if not tensors:
+        return _group_program(program, operations)
+    with tf.control_dependencies(operations):
+        return [tf.identity(t, name="output_%d" % i) for i, t in enumerate(tensors)]
+
+
+def _nested_result(outputs):
+    for value in nest.flatten(outputs):
+        if isinstance(value, tf.Operation):
+            raise ValueError(
+                "xla.compile does not support Operation as return value in non-flat output "
+                "structure. You can set returned Operations as control dependencies of "
+                "returned Tensors so Operations are triggered when Tensors are evaluated. "
+                'Operation found: "%s"' % value.name)
+    flat = [tf.identity(_to_tensor(v), name="output_%d" % i)
+            for i, v in enumerate(nest.flatten(outputs))]
+    return nest.pack_sequence_as(outputs, flat)
+
+
+def _to_tensor(value):
+    try:
+        return tf.convert_to_tensor(value)
+    except (TypeError, ValueError) as error:
+        raise ValueError(
+            "XLA computation function return values must all either be Operations or "
+            'convertible to Tensors. Got error: "%s"' % error) from error
+
+
+def _group_program(program, operations):
+    """One op that runs everything the computation built (its sinks at top level)."""
+    sinks = _top_level_sinks(program.new_ops)
+    return tf.group(*(list(operations) + sinks), name="output_0")
+
+
+def _top_level_sinks(new_ops):
+    """Ops outside any loop whose outputs nothing else in the program consumes.
+
+    Running these runs the whole computation, including side effects such as variable
+    updates and outfeed enqueues that no returned tensor depends on.
+    """
+    consumed = set()
+    for op in new_ops:
+        consumed.update(inp.op for inp in op.inputs)
+        consumed.update(op.control_inputs)
+    return [op for op in new_ops
+            if op not in consumed and op.type != "Const"
+            and op._get_control_flow_context() is None]  # pylint: disable=protected-access

@@ -1,0 +1,152 @@
+"""``IPUInfeedQueue``: stream a ``tf.data.Dataset`` to the IPU inside an on-device loop.
+
+The IPU program cannot ask the host for each batch; instead a host thread pushes dataset
+elements into a queue that the device reads from every loop iteration.  Because the device
+program is compiled for fixed shapes, every element must have a fully defined shape (batch
+with ``drop_remainder=True``), and only types the feed can carry are allowed.
+
+    infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(dataset)
+    ...
+    sess.run(infeed.initializer)          # once, before running the program
+
+In the emulator the queue is a TensorFlow iterator created on the host; the loop body calls
+its ``get_next()`` inside the same while loop, so one ``sess.run`` consumes many elements.
+"""
+import itertools
+
+import tensorflow as tf
+from tensorflow.python.util import nest
+
+from ipu_emulator.runtime import programs
+
+# Element types a feed can carry (SDK >= 2.0), in TensorFlow's DataType enum order.
+FEEDABLE_DTYPES = (tf.float32, tf.int32, tf.uint8, tf.int8, tf.bool, tf.float16)
+_FEEDABLE_NAMES = "(float,int32,uint8,int8,bool,half)"
+
+_feed_ids = itertools.count(1)
+
+
+def _datatype_string(dtype):
+    """The name TensorFlow's C++ runtime prints for a dtype (``float``, ``double``...)."""
+    return {"float32": "float", "float64": "double", "float16": "half"}.get(
+        dtype.name, dtype.name)
+
+
+class IPUInfeedQueue:
+    """Wraps a dataset so an IPU loop can dequeue one element per iteration.
+
+    Accepts every historical signature: ``feed_name``, ``replication_factor`` and
+    ``data_to_prefetch`` are taken and ignored, as in SDK 2.1 and later.
+    """
+
+    def __init__(self, dataset, feed_name=None, device_ordinal=None, replication_factor=1,
+                 data_to_prefetch=1, prefetch_depth=None, optimise_latency=False, **kwargs):
+        del replication_factor, data_to_prefetch, optimise_latency, kwargs
+        if device_ordinal is None:
+            device_ordinal = 0
+        if not isinstance(device_ordinal, int):
+            raise ValueError("Device ordinal must be an integer")
+        if device_ordinal < 0:
+            raise ValueError("Device ordinal must be >= 0")
+        if prefetch_depth is not None:
+            if prefetch_depth <= 0:
+                raise ValueError(
+                    "prefetch_depth must be greater than zero, but it is {}".format(prefetch_depth))
+            if prefetch_depth > 255:
+                raise ValueError(
+                    "prefetch_depth must be less than 256, but it is {}".format(prefetch_depth))
+        for spec in nest.flatten(dataset.element_spec):
+            shape = spec.shape
+            if isinstance(shape, (list, tuple)):
+                raise ValueError("Nested list/tuple input shapes are not supported")
+            if not shape.is_fully_defined():
+                raise ValueError(
+                    "Output shape {} is not fully defined. If using tf.Dataset.batch, set "
+                    "`drop_remainder=True`.".format(shape))
+
+        self._dataset = dataset
+        self._element_spec = dataset.element_spec
+        self._device_ordinal = device_ordinal
+        self._prefetch_depth = prefetch_depth
+        self._id = feed_name if feed_name is not None else "feed%d" % next(_feed_ids)
+        self._dequeued = False
+        self._initializer_accessed = False
+        self._iterator = None
+        self._initializer = None
+        if not tf.executing_eagerly():
+            self._build_graph_iterator()
+
+    def _build_graph_iterator(self):
+        graph = tf.compat.v1.get_default_graph()
+        # The iterator lives on the host, outside any loop or control dependency.
+        with tf.control_dependencies(None), tf.device("/device:CPU:0"):
+            self._iterator = tf.compat.v1.data.make_initializable_iterator(self._dataset)
+            self._initializer = self._iterator.initializer
+            self._deleter = tf.no_op(name="%s_deleter" % self._id)
+        reg = programs.registry(graph)
+        reg.infeed_by_initializer[self._initializer.name] = self
+        reg.infeed_by_deleter[self._deleter.name] = self
+
+    # -- public API -----------------------------------------------------------------
+
+    @property
+    def initializer(self):
+        """The op that creates the feed's iterator; may be taken only once."""
+        if self._initializer_accessed:
+            raise ValueError(
+                "The IPUInfeedQueue `initializer` function can only be accessed once.")
+        self._initializer_accessed = True
+        return self._initializer
+
+    @property
+    def deleter(self):
+        """An op that deletes the feed's iterator on the device."""
+        return self._deleter
+
+    @property
+    def dequeued(self):
+        return self._dequeued
+
+    @property
+    def number_of_tuple_elements(self):
+        """How many loop-body arguments one element unpacks into."""
+        spec = self._element_spec
+        if isinstance(spec, dict):
+            return len(spec)
+        if isinstance(spec, (tuple, list)):
+            return len(spec)
+        return 1
+
+    @property
+    def feed_id(self):
+        return self._id
+
+    def get_next(self):
+        raise ValueError("`get_next()` is now obsolete as the IPUInfeedQueue is now "
+                         "automatically dequeued by the loop.")
+
+    # -- emulator internals -----------------------------------------------------------
+
+    def unsupported_dtype_message(self):
+        """The SDK's error text if an element has a type the feed cannot carry, else None."""
+        for index, spec in enumerate(nest.flatten(self._element_spec)):
+            if spec.dtype not in FEEDABLE_DTYPES:
+                return ("Unsupported datatype {} on index {} of feed operation {} with feed "
+                        "id '{}'. You should use a tf.DataSet.map() operation to cast the "
+                        "element into one of {}.".format(
+                            _datatype_string(spec.dtype), index, self._initializer.name,
+                            self._id, _FEEDABLE_NAMES))
+        return None
+
+    def element_bytes(self):
+        """Bytes one element moves from the host to the IPU."""
+        return sum(int(spec.shape.num_elements()) * spec.dtype.size
+                   for spec in nest.flatten(self._element_spec))
+
+    def _dequeue(self):
+        """Next element, with the dataset's structure; called by loops inside the body."""
+        self._dequeued = True
+        program = programs.current_program()
+        if program is not None and self not in program.infeeds:
+            program.infeeds.append(self)
+        return self._iterator.get_next()

@@ -1,0 +1,145 @@
+"""``IPUOutfeedQueue``: stream results from the IPU back to the host during a loop.
+
+A loop body can only hand back its final loop-carried values; anything produced every
+iteration (per-step losses, predictions) goes into an outfeed, which the host drains later.
+
+    outfeed = ipu.ipu_outfeed_queue.IPUOutfeedQueue()
+    def body(x, y):
+        loss = step(x, y)
+        return outfeed.enqueue(loss)        # an op: return it from the body
+    ...
+    dequeue = outfeed.dequeue()            # build once, on the host
+    losses = sess.run(dequeue)             # everything enqueued since the last dequeue
+
+``IPUOutfeedMode.ALL`` returns every enqueued value stacked on a new leading axis and empties
+the queue; ``IPUOutfeedMode.LAST`` returns only the most recent value.  In the emulator the
+queue is a TensorFlow FIFO queue on the host.
+"""
+import enum
+import logging
+import weakref
+
+import tensorflow as tf
+from tensorflow.python.util import nest
+
+from ipu_emulator.runtime import programs
+
+_log = logging.getLogger("ipu_emulator")
+
+
+class IPUOutfeedMode(enum.Enum):
+    """What ``dequeue`` returns: every enqueued value (``ALL``) or only the last (``LAST``)."""
+    ALL = "all"
+    LAST = "get_last"
+
+
+class IPUOutfeedQueue:
+    """A queue of values enqueued on the IPU and dequeued on the host.
+
+    Accepts every historical signature: ``feed_name`` (positional first argument in SDK 2.0
+    and earlier), ``replication_factor``, ``io_batch_size``, ``buffer_depth`` and
+    ``optimise_latency``; the names are generated automatically when omitted.
+    """
+
+    def __init__(self, feed_name=None, outfeed_mode=None, outfeed_all=None,
+                 device_ordinal=None, replication_factor=1, io_batch_size=1,
+                 buffer_depth=3, optimise_latency=False):
+        del outfeed_all, io_batch_size, optimise_latency
+        if isinstance(feed_name, IPUOutfeedMode) or (feed_name is not None and not isinstance(feed_name, str)):
+            # SDK >= 2.4 signature: the first positional argument is the mode.
+            feed_name, outfeed_mode = None, feed_name
+        if outfeed_mode is None:
+            outfeed_mode = IPUOutfeedMode.ALL
+        if not isinstance(outfeed_mode, IPUOutfeedMode):
+            raise ValueError(
+                "Expected `outfeed_mode` value to be of `ipu_outfeed_queue.IPUOutfeedMode` "
+                "type, but is {}.".format(type(outfeed_mode)))
+        if replication_factor < 1:
+            raise ValueError("Replication factor must be >= 1")
+        if buffer_depth is not None and buffer_depth <= 0:
+            raise ValueError("Outfeed buffer depth cannot be less than 1")
+        self._outfeed_mode = outfeed_mode
+        self._device_ordinal = 0 if device_ordinal is None else device_ordinal
+        self._id = feed_name if feed_name is not None else "outfeed%d" % id(self)
+        # Enqueueing is per graph: the same queue object may serve several graphs.
+        self._queues = weakref.WeakKeyDictionary()
+
+    @property
+    def outfeed_mode(self):
+        return self._outfeed_mode
+
+    @property
+    def enqueued(self):
+        return self._graph_queue() is not None
+
+    def _graph_queue(self):
+        return self._queues.get(tf.compat.v1.get_default_graph())
+
+    def enqueue(self, tensors):
+        """Enqueue a tensor, a list/tuple or a dict of tensors; returns the enqueue op."""
+        if self.enqueued:
+            raise ValueError("An outfeed can only be enqueued once.")
+        flat = [tf.convert_to_tensor(t) for t in nest.flatten(tensors)]
+        for tensor in flat:
+            if tensor.shape.rank is not None and 0 in tensor.shape.as_list():
+                raise tf.errors.InvalidArgumentError(
+                    None, None, "Detected an input tensor to an outfeed queue with a dimension "
+                    "of size 0. Please remove it from the inputs.")
+        with tf.control_dependencies(None), tf.device("/device:CPU:0"):
+            queue = tf.queue.FIFOQueue(
+                capacity=2 ** 31 - 1, dtypes=[t.dtype for t in flat],
+                shapes=[t.shape for t in flat], name=self._id)
+        self._queues[tf.compat.v1.get_default_graph()] = _GraphQueue(queue, tensors, flat)
+        enqueue_op = queue.enqueue(flat)
+        program = programs.current_program()
+        if program is not None:
+            if self not in program.outfeeds:
+                program.outfeeds.append(self)
+            if programs.inside_loop():
+                program.outfeeds_in_loop.add(self)
+        return enqueue_op
+
+    def dequeue(self, wait_for_completion=False):
+        """A host op returning what was enqueued (see the module docstring for shapes)."""
+        del wait_for_completion  # The CPU runs the program to completion before this op.
+        graph_queue = self._graph_queue()
+        if graph_queue is None:
+            raise ValueError("Trying to dequeue an outfeed which has not been enqueued.")
+        queue = graph_queue.queue
+        with tf.device("/device:CPU:0"):
+            values = queue.dequeue_many(queue.size(), name="%s_dequeue" % self._id)
+            if not isinstance(values, (list, tuple)):
+                values = [values]
+            if self._outfeed_mode is IPUOutfeedMode.LAST:
+                values = [v[-1] for v in values]
+        reg = programs.registry(tf.compat.v1.get_default_graph())
+        for value in values:
+            reg.outfeed_by_dequeue[value.name] = self
+            reg.outfeed_by_dequeue[value.op.name] = self
+        return nest.pack_sequence_as(graph_queue.structure, list(values))
+
+    def element_bytes(self):
+        """Bytes one enqueue moves from the IPU to the host."""
+        graph_queue = self._graph_queue()
+        if graph_queue is None:
+            return 0
+        return sum(int(t.shape.num_elements() or 0) * t.dtype.size for t in graph_queue.flat)
+
+    # Messages used by the session hook when a dequeue finds nothing to return.
+    LAST_BEFORE_RUN_MESSAGE = (
+        "Trying to get the last value from an outfeed queue before it was executed. Make "
+        "sure the outfeed dequeue TensorFlow operation is executed after the enqueue to the "
+        "outfeed has completed.")
+
+    def warn_dequeue_before_run(self):
+        _log.warning(
+            "Trying to dequeue elements from the outfeed queue with id=%s which has not "
+            "executed yet. Make sure to execute the program with the outfeed before trying "
+            "to dequeue an outfeed.", self._id)
+
+
+class _GraphQueue:
+    def __init__(self, queue, structure, flat):
+        self.queue = queue
+        self.structure = structure
+        self.flat = flat

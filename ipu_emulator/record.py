@@ -1,0 +1,144 @@
+"""The program record: what an emulated IPU program did, in plain data.
+
+The API front (which imports TensorFlow) fills these records while the real numerics run on
+the CPU; the simulator (which never imports TensorFlow) turns them into a simulated IPU
+timeline.  Everything here is plain Python so widgets and tests can build records by hand.
+
+Costs come from the program itself (the TensorFlow graph that ran), never from constants.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import List, Optional
+
+
+@dataclass(frozen=True)
+class ComputeCost:
+    """Work done by one iteration of a program body (one training or inference step).
+
+    FLOPs are split by phase so a trace can show forward, backward and weight update apart.
+    ``bytes_accessed`` is the tensor traffic of the ops (inputs read plus outputs written),
+    which bounds memory-limited ops; ``parameter_bytes`` is the size of the variables the
+    body reads, ``activation_bytes`` the size of the forward results kept for the backward pass.
+    """
+
+    forward_flops: float = 0.0
+    backward_flops: float = 0.0
+    weight_update_flops: float = 0.0
+    bytes_accessed: float = 0.0
+    parameter_bytes: int = 0
+    activation_bytes: int = 0
+
+    @property
+    def total_flops(self) -> float:
+        return self.forward_flops + self.backward_flops + self.weight_update_flops
+
+    def scaled(self, factor: float) -> "ComputeCost":
+        """The same work done ``factor`` times (parameters are not duplicated)."""
+        return replace(
+            self,
+            forward_flops=self.forward_flops * factor,
+            backward_flops=self.backward_flops * factor,
+            weight_update_flops=self.weight_update_flops * factor,
+            bytes_accessed=self.bytes_accessed * factor,
+            activation_bytes=int(self.activation_bytes * factor),
+        )
+
+    def __add__(self, other: "ComputeCost") -> "ComputeCost":
+        return ComputeCost(
+            forward_flops=self.forward_flops + other.forward_flops,
+            backward_flops=self.backward_flops + other.backward_flops,
+            weight_update_flops=self.weight_update_flops + other.weight_update_flops,
+            bytes_accessed=self.bytes_accessed + other.bytes_accessed,
+            parameter_bytes=self.parameter_bytes + other.parameter_bytes,
+            activation_bytes=self.activation_bytes + other.activation_bytes,
+        )
+
+
+@dataclass(frozen=True)
+class EngineRun:
+    """One execution of a compiled program: one ``sess.run`` (one Poplar ``Engine::run``).
+
+    ``iterations`` is the on-device loop's real trip count in this run (1 when the program
+    has no loop).  Per-iteration work is ``step_cost``; each iteration dequeues
+    ``infeed_bytes_per_iteration`` from the infeed and enqueues
+    ``outfeed_bytes_per_iteration`` to outfeeds.  ``input_bytes`` are the program's ordinary
+    inputs (copied host -> IPU once per run, e.g. a batch fed from a host iterator), and
+    ``output_bytes`` its ordinary outputs (copied IPU -> host once per run).
+    ``host_seconds`` is the wall time this machine really took (the host clock; never mixed
+    with simulated IPU time).
+    """
+
+    program: str
+    iterations: int
+    step_cost: ComputeCost
+    infeed_bytes_per_iteration: int = 0
+    outfeed_bytes_per_iteration: int = 0
+    input_bytes: int = 0
+    output_bytes: int = 0
+    num_ipus: int = 1
+    replicas: int = 1
+    host_seconds: Optional[float] = None
+    first_run: bool = False  # the run that compiled the program (compile time not simulated)
+
+
+@dataclass
+class ProgramRecord:
+    """All engine runs recorded while a recording was active, in execution order."""
+
+    runs: List[EngineRun] = field(default_factory=list)
+
+    def add(self, run: EngineRun) -> None:
+        self.runs.append(run)
+
+    @property
+    def engine_runs(self) -> int:
+        return len(self.runs)
+
+    @property
+    def iterations(self) -> int:
+        return sum(run.iterations for run in self.runs)
+
+    @property
+    def host_seconds(self) -> float:
+        return sum(run.host_seconds or 0.0 for run in self.runs)
+
+
+# --- collecting runs ------------------------------------------------------------------
+#
+# Every engine run is appended to a bounded history (so "the last run" is always at hand)
+# and to every capture that is open, so a notebook can isolate the runs of one cell:
+#
+#     with ipu_emulator.capture() as runs:
+#         sess.run(train_one_epoch)
+#     runs.simulate().plot()
+
+import collections as _collections
+import contextlib as _contextlib
+
+HISTORY_LIMIT = 100_000
+history: "_collections.deque[EngineRun]" = _collections.deque(maxlen=HISTORY_LIMIT)
+_open_captures: List[ProgramRecord] = []
+
+
+def add_engine_run(run: EngineRun) -> None:
+    history.append(run)
+    for capture_record in _open_captures:
+        capture_record.add(run)
+
+
+@_contextlib.contextmanager
+def capture():
+    """Collect the engine runs made inside the ``with`` block into a ``ProgramRecord``."""
+    collected = ProgramRecord()
+    _open_captures.append(collected)
+    try:
+        yield collected
+    finally:
+        _open_captures.remove(collected)
+
+
+def last_runs(count: int = 1) -> ProgramRecord:
+    """The most recent ``count`` engine runs, oldest first."""
+    runs = list(history)[-count:] if count > 0 else []
+    return ProgramRecord(runs=runs)

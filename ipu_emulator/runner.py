@@ -1,0 +1,92 @@
+"""``python -m ipu_emulator run [--tf1] script.py ARGS...``: run an unmodified IPU script.
+
+Before the script starts, the runner
+* makes ``tensorflow.python.ipu`` and ``tensorflow.contrib.ipu`` resolve to the emulator,
+* with ``--tf1``, switches TensorFlow to TF 1.15-style graph mode (the SDK's TF1 flavour)
+  and, with ``--seed``, seeds the graph, NumPy and Python for reproducible runs,
+* routes ``tf.keras.datasets.mnist``/``fashion_mnist`` through ``ipu_emulator.datasets`` so
+  the script works offline (a one-line warning says when the bundled sample is used).
+After the script ends it prints a one-line summary of what the simulated IPU did, and with
+``--trace FILE`` writes the simulated execution trace as Chrome-trace JSON for Perfetto.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tf1", action="store_true",
+                        help="TF 1.15-style graph mode (for scripts written for the TF1 SDK)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed TensorFlow's graph, NumPy and Python for repeatable runs")
+    parser.add_argument("--trace", metavar="FILE", default=None,
+                        help="write the simulated IPU trace of all engine runs (Chrome-trace JSON)")
+    parser.add_argument("--ipu-version", default="ipu2", choices=("ipu1", "ipu2", "ipu21"),
+                        help="IPU generation the trace is simulated for (default ipu2)")
+    parser.add_argument("--quiet", action="store_true", help="no summary line at the end")
+    parser.add_argument("script", help="the Python script to run")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+
+
+def prepare(tf1: bool = False, seed: int | None = None) -> None:
+    """Set up this process so an original Graphcore script runs against the emulator."""
+    import ipu_emulator  # noqa: F401  (environment switches before TensorFlow loads)
+    from ipu_emulator import importer, datasets
+    importer.install()
+    import tensorflow as tf
+    if tf1:
+        tf.compat.v1.disable_v2_behavior()
+    if seed is not None:
+        import random
+        import numpy as np
+        random.seed(seed)
+        np.random.seed(seed)
+        if tf1:
+            tf.compat.v1.set_random_seed(seed)
+        else:
+            tf.random.set_seed(seed)
+    datasets.patch_keras_datasets()
+    import ipu_emulator.ipu  # noqa: F401  (installs the session hook)
+
+
+def run(options: argparse.Namespace) -> int:
+    script = os.path.abspath(options.script)
+    if not os.path.isfile(script):
+        print("ipu_emulator: no such script: %s" % options.script, file=sys.stderr)
+        return 2
+    prepare(tf1=options.tf1, seed=options.seed)
+    from ipu_emulator import record
+
+    sys.argv = [script] + list(options.args)
+    sys.path.insert(0, os.path.dirname(script))
+    exit_code = 0
+    with record.capture() as runs:
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as stop:
+            exit_code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+        finally:
+            _report(runs, options)
+    return exit_code
+
+
+def _report(runs, options) -> None:
+    if not runs.runs:
+        if not options.quiet:
+            print("ipu_emulator: the script ran no IPU programs", file=sys.stderr)
+        return
+    from ipu_emulator import timeline, trace
+    simulated = timeline.simulate_engine_runs(runs.runs, target=options.ipu_version)
+    if not options.quiet:
+        print("ipu_emulator: %d engine runs, %d loop iterations; simulated %s time %.3f s; "
+              "host wall time %.3f s" % (
+                  runs.engine_runs, runs.iterations, options.ipu_version,
+                  simulated.metrics.makespan, runs.host_seconds), file=sys.stderr)
+    if options.trace:
+        trace.save_chrome_trace(simulated, options.trace)
+        if not options.quiet:
+            print("ipu_emulator: trace written to %s (open it in https://ui.perfetto.dev)"
+                  % options.trace, file=sys.stderr)

@@ -1,0 +1,172 @@
+"""Per-iteration compute cost of a program, read off the TensorFlow graph that ran.
+
+Each op's FLOPs follow from its static shapes (dense and convolution layers dominate; their
+gradients cost as much as the forward op); element-wise ops count one FLOP per output element.
+Ops are assigned to a phase by what built them: ``tf.gradients``/optimizer ``minimize`` put
+backward ops under a ``gradients`` name scope, and optimizers update weights with ``Apply*``
+ops.  Ops inside an on-device loop body are the per-iteration cost; a program without a loop
+is one iteration.
+"""
+from __future__ import annotations
+
+import tensorflow as tf
+
+from ipu_emulator.record import ComputeCost
+
+_FREE_OPS = {
+    "Const", "Identity", "IdentityN", "NoOp", "Placeholder", "Enter", "Exit", "Switch", "Merge",
+    "NextIteration", "LoopCond", "Reshape", "Shape", "ShapeN", "Size", "Rank", "Squeeze",
+    "ExpandDims", "ReadVariableOp", "VarHandleOp", "VarIsInitializedOp", "AssignVariableOp",
+    "StopGradient", "PreventGradient", "IteratorGetNext", "Fill", "ZerosLike", "OnesLike",
+    "BroadcastGradientArgs", "StridedSlice", "Pack", "Unpack", "ConcatV2", "Cast", "Less",
+    "LessEqual", "Greater", "GreaterEqual", "Equal", "LogicalAnd", "Assert", "Range",
+    "QueueEnqueueV2", "QueueDequeueManyV2", "QueueSizeV2", "FIFOQueueV2", "Tile",
+    "TensorArrayV3", "TensorArrayWriteV3", "TensorArrayReadV3", "TensorArrayGatherV3",
+    "TensorArraySizeV3", "Transpose", "ArgMax",
+}
+# Rough FLOPs per element for the transcendental-heavy ops.
+_PER_ELEMENT_FLOPS = {"Softmax": 5, "LogSoftmax": 5, "Exp": 4, "Log": 4, "Tanh": 4,
+                      "Sigmoid": 4, "Sqrt": 2, "Rsqrt": 2, "SparseSoftmaxCrossEntropyWithLogits": 6,
+                      "SoftmaxCrossEntropyWithLogits": 6}
+# Optimizer update kernels: FLOPs per parameter element (Adam reads/updates m, v and the weight).
+_APPLY_FLOPS_PER_ELEMENT = {"Adam": 12, "GradientDescent": 2, "Momentum": 4, "Adagrad": 5,
+                            "RMSProp": 8, "Ftrl": 10, "Adadelta": 8}
+
+
+def _elements(tensor) -> int:
+    count = tensor.shape.num_elements() if tensor.shape.rank is not None else None
+    return int(count) if count is not None else 0
+
+
+def _bytes(tensor) -> int:
+    if tensor.dtype in (tf.resource, tf.variant, tf.string):
+        return 0
+    return _elements(tensor) * tensor.dtype.size
+
+
+def op_flops(op) -> float:
+    kind = op.type
+    if kind in _FREE_OPS:
+        return 0.0
+    if kind in ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"):
+        a = op.inputs[0].shape
+        if a.rank is None or a.rank < 2:
+            return 0.0
+        transpose_a = kind == "MatMul" and op.get_attr("transpose_a")
+        inner = a.as_list()[-2] if transpose_a else a.as_list()[-1]
+        return 2.0 * _elements(op.outputs[0]) * (inner or 0)
+    if kind in ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter",
+                "DepthwiseConv2dNative"):
+        return _conv_flops(op)
+    if kind.startswith(("ResourceApply", "Apply", "ResourceSparseApply")):
+        name = kind.replace("ResourceSparseApply", "").replace("ResourceApply", "").replace("Apply", "")
+        per_element = _APPLY_FLOPS_PER_ELEMENT.get(name, 4)
+        return float(per_element * _variable_elements(op))
+    outputs = sum(_elements(t) for t in op.outputs)
+    if kind in ("Sum", "Mean", "Max", "Min", "Prod", "BiasAddGrad"):
+        return float(_elements(op.inputs[0]))
+    return float(_PER_ELEMENT_FLOPS.get(kind, 1) * outputs)
+
+
+def _conv_flops(op) -> float:
+    """2 x (output positions) x (kernel volume): the same for the forward op and both
+    gradients, which is why a convolution's backward pass costs about twice its forward."""
+    if op.type == "Conv2D":
+        out, kernel = op.outputs[0], op.inputs[1]
+    elif op.type == "Conv2DBackpropInput":
+        out, kernel = op.inputs[2], op.inputs[1]
+    elif op.type == "Conv2DBackpropFilter":
+        out, kernel = op.inputs[2], op.outputs[0]
+    else:  # depthwise: one input channel per filter
+        out, kernel = op.outputs[0], op.inputs[1]
+        shape = kernel.shape
+        if shape.rank != 4 or not shape.is_fully_defined():
+            return 0.0
+        return 2.0 * _elements(out) * shape.as_list()[0] * shape.as_list()[1]
+    shape = kernel.shape
+    if shape.rank != 4 or not shape.is_fully_defined():
+        return 0.0
+    kernel_height, kernel_width, in_channels, _ = shape.as_list()
+    return 2.0 * _elements(out) * kernel_height * kernel_width * in_channels
+
+
+def _variable_elements(apply_op) -> int:
+    """Elements of the variable an ``Apply*`` op updates (its gradient input has that shape)."""
+    best = 0
+    for tensor in apply_op.inputs:
+        if tensor.dtype != tf.resource:
+            best = max(best, _elements(tensor))
+    return best
+
+
+def phase_of(op) -> str:
+    if op.type.startswith(("ResourceApply", "Apply", "ResourceSparseApply")):
+        return "weight_update"
+    parts = op.name.split("/")
+    if any(part == "gradients" or part.startswith("gradients_") for part in parts):
+        return "backward"
+    return "forward"
+
+
+def _loop_depth(op) -> int:
+    depth, context = 0, op._get_control_flow_context()  # pylint: disable=protected-access
+    while context is not None:
+        if context.IsWhileContext():
+            depth += 1
+        context = context.outer_context
+    return depth
+
+
+def program_cost(new_ops) -> ComputeCost:
+    """Per-iteration cost of a program's ops (the outermost loop body, or everything)."""
+    ops = list(new_ops)
+    looped = [op for op in ops if _loop_depth(op) > 0]
+    step_ops = looped if looped else ops
+    flops = {"forward": 0.0, "backward": 0.0, "weight_update": 0.0}
+    bytes_accessed = 0.0
+    activation_bytes = 0
+    for op in step_ops:
+        work = op_flops(op)
+        if work <= 0:
+            continue
+        phase = phase_of(op)
+        flops[phase] += work
+        traffic = sum(_bytes(t) for t in op.inputs) + sum(_bytes(t) for t in op.outputs)
+        bytes_accessed += traffic
+        if phase == "forward":
+            activation_bytes += sum(_bytes(t) for t in op.outputs)
+    return ComputeCost(
+        forward_flops=flops["forward"],
+        backward_flops=flops["backward"],
+        weight_update_flops=flops["weight_update"],
+        bytes_accessed=bytes_accessed,
+        parameter_bytes=_parameter_bytes(ops),
+        activation_bytes=activation_bytes,
+    )
+
+
+def _parameter_bytes(ops) -> int:
+    """Size of the variables the program reads (each counted once)."""
+    seen, total = set(), 0
+    for op in ops:
+        if op.type != "ReadVariableOp":
+            continue
+        handle = _handle_source(op.inputs[0])
+        if handle is None or handle.name in seen:
+            continue
+        seen.add(handle.name)
+        total += _bytes(op.outputs[0])
+    return total
+
+
+def _handle_source(tensor):
+    """The op that created a resource handle, looking through loop plumbing."""
+    op = tensor.op
+    for _ in range(32):
+        if op.type in ("VarHandleOp", "Placeholder"):
+            return op
+        if op.type in ("Enter", "Identity", "Switch", "Merge") and op.inputs:
+            op = op.inputs[0].op
+            continue
+        return op
+    return op

@@ -1,0 +1,113 @@
+"""Compiled programs and the registry that lets ``Session.run`` recognise them.
+
+``ipu_compiler.compile`` builds the computation into the ordinary TensorFlow graph (so the
+numerics are real) and registers a ``CompiledProgram``: the tensors/op it returned, the
+outermost on-device loops (whose trip counters are fetched alongside the results), the
+infeed it dequeues and the outfeeds it enqueues.  The session hook looks fetches up in the
+per-graph ``GraphRegistry`` and treats each run of a program as one engine run.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import tensorflow as tf
+
+
+@dataclass
+class CompiledProgram:
+    name: str
+    graph: tf.Graph
+    device_ordinal: int
+    new_ops: List[tf.Operation] = field(default_factory=list)
+    input_tensors: List[tf.Tensor] = field(default_factory=list)
+    output_tensors: List[tf.Tensor] = field(default_factory=list)
+    trip_counters: List[tf.Tensor] = field(default_factory=list)
+    infeeds: list = field(default_factory=list)
+    outfeeds: list = field(default_factory=list)
+    outfeeds_in_loop: set = field(default_factory=set)
+    loop_depth: int = 0
+    _cost: object = None
+    runs_by_session: Dict[int, int] = field(default_factory=dict)
+
+    def cost(self):
+        """Per-iteration compute cost, measured once from the graph and cached."""
+        if self._cost is None:
+            from . import graph_costs
+            self._cost = graph_costs.program_cost(self.new_ops)
+        return self._cost
+
+
+class GraphRegistry:
+    """Per-graph lookup tables from TensorFlow names to emulator objects."""
+
+    def __init__(self):
+        self.program_by_fetch: Dict[str, CompiledProgram] = {}
+        self.infeed_by_initializer: Dict[str, object] = {}
+        self.outfeed_by_dequeue: Dict[str, object] = {}
+        self.infeed_by_deleter: Dict[str, object] = {}
+
+    def is_empty(self) -> bool:
+        return not (self.program_by_fetch or self.infeed_by_initializer
+                    or self.outfeed_by_dequeue or self.infeed_by_deleter)
+
+
+_REGISTRY_ATTR = "_ipu_emulator_registry"
+
+
+def registry(graph: tf.Graph) -> GraphRegistry:
+    reg = getattr(graph, _REGISTRY_ATTR, None)
+    if reg is None:
+        reg = GraphRegistry()
+        setattr(graph, _REGISTRY_ATTR, reg)
+    return reg
+
+
+def existing_registry(graph) -> Optional[GraphRegistry]:
+    return getattr(graph, _REGISTRY_ATTR, None)
+
+
+# The program being built right now (compile() may not nest, but be tidy about threads).
+_building = threading.local()
+
+
+def current_program() -> Optional[CompiledProgram]:
+    return getattr(_building, "program", None)
+
+
+@contextlib.contextmanager
+def building(program: CompiledProgram):
+    previous = current_program()
+    _building.program = program
+    try:
+        yield program
+    finally:
+        _building.program = previous
+
+
+@contextlib.contextmanager
+def loop_body():
+    """Marks that we are inside an on-device loop body of the program being built."""
+    program = current_program()
+    if program is not None:
+        program.loop_depth += 1
+    try:
+        yield
+    finally:
+        if program is not None:
+            program.loop_depth -= 1
+
+
+def inside_loop() -> bool:
+    program = current_program()
+    return program is not None and program.loop_depth > 0
+
+
+_program_count = [0]
+
+
+def new_program_name() -> str:
+    _program_count[0] += 1
+    return "program_%d" % _program_count[0]

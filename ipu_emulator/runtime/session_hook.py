@@ -1,0 +1,203 @@
+"""Every ``Session.run`` of a compiled program becomes one recorded engine run.
+
+``BaseSession.run`` is wrapped once, when the API front is imported.  Runs that fetch
+nothing of the emulator's pass straight through (one dictionary lookup per fetch).  For the
+others the hook:
+
+* raises the SDK's errors where the device would (unsupported infeed types when the feed is
+  initialised; unsupported device types when the program is first run),
+* fetches the programs' hidden loop trip counters along with the user's fetches,
+* translates TensorFlow's own errors into the SDK's (an uninitialised or exhausted infeed,
+  a LAST-mode outfeed with nothing in it),
+* measures the host wall time and records an ``EngineRun`` for the simulator.
+"""
+from __future__ import annotations
+
+import functools
+import time
+
+import tensorflow as tf
+from tensorflow.python.client import session as tf_session
+from tensorflow.python.util import nest
+
+from ipu_emulator import record
+from . import programs
+
+_INFEED_NOT_CREATED = ("Trying to access an infeed dataset iterator which has not been "
+                       "created. Did you initialize the infeed_queue '{}' ?")
+_INFEED_OUT_OF_RANGE = ("Infeed dataset iterator out of range. Are you trying to dequeue "
+                        "more elements than are in the dataset?")
+
+_original_run = tf_session.BaseSession.run
+
+
+def install():
+    """Wrap ``BaseSession.run`` (idempotent)."""
+    if getattr(tf_session.BaseSession.run, "_ipu_emulator_hook", False):
+        return
+    tf_session.BaseSession.run = _run
+    tf_session.BaseSession.run._ipu_emulator_hook = True  # pylint: disable=protected-access
+
+
+class _Fetched:
+    """The emulator objects a ``Session.run`` call touches."""
+
+    def __init__(self):
+        self.programs = []
+        self.initialized_infeeds = []
+        self.deleted_infeeds = []
+        self.dequeued_outfeeds = []
+
+
+def _classify(graph, fetches):
+    reg = programs.existing_registry(graph)
+    if reg is None or reg.is_empty():
+        return None
+    found = _Fetched()
+    for item in nest.flatten(fetches):
+        name = getattr(item, "name", item if isinstance(item, str) else None)
+        if name is None:
+            continue
+        program = reg.program_by_fetch.get(name)
+        if program is not None and program not in found.programs:
+            found.programs.append(program)
+        infeed = reg.infeed_by_initializer.get(name)
+        if infeed is not None:
+            found.initialized_infeeds.append(infeed)
+        infeed = reg.infeed_by_deleter.get(name)
+        if infeed is not None:
+            found.deleted_infeeds.append(infeed)
+        outfeed = reg.outfeed_by_dequeue.get(name)
+        if outfeed is not None and outfeed not in found.dequeued_outfeeds:
+            found.dequeued_outfeeds.append(outfeed)
+    if not (found.programs or found.initialized_infeeds or found.deleted_infeeds
+            or found.dequeued_outfeeds):
+        return None
+    return found
+
+
+def _session_state(session):
+    state = getattr(session, "_ipu_emulator_state", None)
+    if state is None:
+        state = {"deleted_feeds": set(), "program_runs": {}}
+        session._ipu_emulator_state = state  # pylint: disable=protected-access
+    return state
+
+
+@functools.wraps(_original_run)
+def _run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+    found = _classify(self.graph, fetches)
+    if found is None:
+        return _original_run(self, fetches, feed_dict, options, run_metadata)
+    state = _session_state(self)
+
+    for infeed in found.initialized_infeeds:
+        message = infeed.unsupported_dtype_message()
+        if message is not None:
+            raise tf.errors.FailedPreconditionError(None, None, message)
+        state["deleted_feeds"].discard(infeed.feed_id)
+    for program in found.programs:
+        _check_before_run(program, state)
+    for outfeed in found.dequeued_outfeeds:
+        if not _outfeed_has_run(outfeed, state) and outfeed.outfeed_mode.value == "all":
+            outfeed.warn_dequeue_before_run()
+
+    counters = [c for p in found.programs for c in p.trip_counters]
+    started = time.perf_counter()
+    try:
+        if counters:
+            results, trip_counts = _original_run(
+                self, (fetches, counters), feed_dict, options, run_metadata)
+        else:
+            results, trip_counts = _original_run(
+                self, fetches, feed_dict, options, run_metadata), []
+    except tf.errors.OpError as error:
+        raise _translate(error, found) from None
+    host_seconds = time.perf_counter() - started
+
+    for infeed in found.deleted_infeeds:
+        state["deleted_feeds"].add(infeed.feed_id)
+    _record_runs(found.programs, trip_counts, host_seconds, state)
+    return results
+
+
+def _check_before_run(program, state):
+    for infeed in program.infeeds:
+        if infeed.feed_id in state["deleted_feeds"]:
+            raise tf.errors.FailedPreconditionError(
+                None, None, _INFEED_NOT_CREATED.format(infeed.feed_id))
+    if state["program_runs"].get(program.name, 0) == 0:
+        _check_first_run(program)
+
+
+def _check_first_run(program):
+    """Errors the SDK reports when it compiles the program (at its first run)."""
+    for infeed in program.infeeds:
+        message = infeed.unsupported_dtype_message()
+        if message is not None:
+            raise tf.errors.FailedPreconditionError(None, None, message)
+    from . import device_types
+    message = device_types.unsupported_type_message(program)
+    if message is not None:
+        raise tf.errors.InvalidArgumentError(None, None, message)
+
+
+def _outfeed_has_run(outfeed, state):
+    return any(outfeed in p.outfeeds and state["program_runs"].get(p.name)
+               for p in _programs_seen(state))
+
+
+def _programs_seen(state):
+    return state.setdefault("programs", [])
+
+
+def _translate(error, found):
+    text = error.message or ""
+    infeeds = [f for p in found.programs for f in p.infeeds]
+    if infeeds and isinstance(error, tf.errors.FailedPreconditionError) and "iterator has not been initialized" in text:
+        return tf.errors.FailedPreconditionError(
+            error.node_def, error.op, _INFEED_NOT_CREATED.format(infeeds[0].feed_id))
+    if infeeds and isinstance(error, tf.errors.OutOfRangeError):
+        return tf.errors.OutOfRangeError(error.node_def, error.op, _INFEED_OUT_OF_RANGE)
+    last_mode = [o for o in found.dequeued_outfeeds if o.outfeed_mode.value == "get_last"]
+    if last_mode and isinstance(error, tf.errors.InvalidArgumentError) and "out of bounds" in text:
+        return tf.errors.FailedPreconditionError(
+            error.node_def, error.op, last_mode[0].LAST_BEFORE_RUN_MESSAGE)
+    return error
+
+
+def _record_runs(found_programs, trip_counts, host_seconds, state):
+    counts = iter(trip_counts)
+    seen = _programs_seen(state)
+    for program in found_programs:
+        iterations = 1
+        for _ in program.trip_counters:
+            iterations = max(1, int(next(counts)))
+        runs_so_far = state["program_runs"].get(program.name, 0)
+        state["program_runs"][program.name] = runs_so_far + 1
+        if program not in seen:
+            seen.append(program)
+        in_loop = bool(program.trip_counters)
+        infeed_bytes = sum(f.element_bytes() for f in program.infeeds)
+        loop_outfeed = sum(o.element_bytes() for o in program.outfeeds if o in program.outfeeds_in_loop)
+        once_outfeed = sum(o.element_bytes() for o in program.outfeeds if o not in program.outfeeds_in_loop)
+        record.add_engine_run(record.EngineRun(
+            program=program.name,
+            iterations=iterations,
+            step_cost=program.cost(),
+            infeed_bytes_per_iteration=infeed_bytes if in_loop else 0,
+            outfeed_bytes_per_iteration=loop_outfeed if in_loop else 0,
+            input_bytes=_tensor_bytes(program.input_tensors) + (0 if in_loop else infeed_bytes),
+            output_bytes=_tensor_bytes(program.output_tensors) + once_outfeed + (0 if in_loop else loop_outfeed),
+            host_seconds=host_seconds / max(1, len(found_programs)),
+            first_run=runs_so_far == 0,
+        ))
+
+
+def _tensor_bytes(tensors):
+    total = 0
+    for tensor in tensors:
+        elements = tensor.shape.num_elements()
+        if elements is not None and tensor.dtype not in (tf.resource, tf.variant):
+            total += elements * tensor.dtype.size
+    return total
