@@ -103,6 +103,12 @@ class ProgramRecord:
     def host_seconds(self) -> float:
         return sum(run.host_seconds or 0.0 for run in self.runs)
 
+    def simulate(self, target="ipu2", host=None, batch_size=None, title=""):
+        """The simulated IPU timeline of these runs (see ``ipu_emulator.timeline``)."""
+        from ipu_emulator import timeline
+        return timeline.simulate_engine_runs(self.runs, target=target, host=host,
+                                             batch_size=batch_size, title=title)
+
 
 # --- collecting runs ------------------------------------------------------------------
 #
