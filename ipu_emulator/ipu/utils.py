@@ -53,6 +53,11 @@ DEPRECATION_INSTRUCTIONS = (
 _warned_functions = set()
 
 
+def _sdk_module_name(module_name):
+    """Where the SDK defines it: ``ipu_emulator.ipu.utils`` -> ``tensorflow.python.ipu.utils``."""
+    return module_name.replace("ipu_emulator.ipu", "tensorflow.python.ipu", 1)
+
+
 def _deprecated_config_function(func):
     """Log TensorFlow's deprecation warning the first time ``func`` is called."""
 
@@ -64,8 +69,8 @@ def _deprecated_config_function(func):
             _logger.warning(
                 "From %s:%d: %s (from %s) is deprecated and will be removed in a future "
                 "version.\nInstructions for updating:\n%s",
-                caller.f_code.co_filename, caller.f_lineno, func.__name__, func.__module__,
-                DEPRECATION_INSTRUCTIONS)
+                caller.f_code.co_filename, caller.f_lineno, func.__name__,
+                _sdk_module_name(func.__module__), DEPRECATION_INSTRUCTIONS)
         return func(*args, **kwargs)
 
     wrapper.__doc__ = (
