@@ -40,12 +40,20 @@ def _target(fullname):
 class _AliasLoader(importlib.abc.Loader):
     def __init__(self, target):
         self._target = target
+        self._real_spec = None
 
     def create_module(self, spec):
-        return importlib.import_module(self._target)
+        module = importlib.import_module(self._target)
+        self._real_spec = module.__spec__
+        return module
 
     def exec_module(self, module):
-        pass  # Already executed under its real name.
+        # Already executed under its real name.  The import system has just overwritten the
+        # module's ``__spec__`` with the alias's; put the real one back, or the emulator's
+        # module would claim to be ``tensorflow.python.ipu`` (``importlib.reload`` and
+        # ``find_spec("ipu_emulator.ipu")`` break once the finder is uninstalled).
+        if self._real_spec is not None:
+            module.__spec__ = self._real_spec
 
 
 class _AliasFinder(importlib.abc.MetaPathFinder):
@@ -69,5 +77,20 @@ def install():
 
 
 def uninstall():
+    """Remove the finder and forget the alias names imported through it.
+
+    The emulator's modules stay loaded under their real names; only the aliases
+    (``sys.modules["tensorflow.python.ipu"]``, ``tensorflow.contrib``...) go, so after this
+    ``import tensorflow.python.ipu`` fails again as it does on stock TensorFlow.
+    """
     if _FINDER in sys.meta_path:
         sys.meta_path.remove(_FINDER)
+    for name in [n for n in list(sys.modules) if _target(n) is not None]:
+        module = sys.modules.pop(name)
+        parent_name, _, child = name.rpartition(".")
+        parent = sys.modules.get(parent_name)
+        # Unbind the alias from a real TensorFlow parent (``tensorflow.python.ipu``), never
+        # from an emulator module (``ipu_emulator.ipu.loops`` is that module's own attribute).
+        if (parent is not None and _target(parent_name) is None
+                and getattr(parent, child, None) is module):
+            delattr(parent, child)

@@ -9,7 +9,7 @@ Costs come from the program itself (the TensorFlow graph that ran), never from c
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,9 @@ class ComputeCost:
     bytes_accessed: float = 0.0
     parameter_bytes: int = 0
     activation_bytes: int = 0
+    # (forward, backward, weight update) shares of ``bytes_accessed`` when the source knows
+    # them; an optimizer update moves many bytes for few FLOPs, so FLOP shares would hide it.
+    phase_bytes: Optional[Tuple[float, float, float]] = None
 
     @property
     def total_flops(self) -> float:
@@ -42,6 +45,8 @@ class ComputeCost:
             weight_update_flops=self.weight_update_flops * factor,
             bytes_accessed=self.bytes_accessed * factor,
             activation_bytes=int(self.activation_bytes * factor),
+            phase_bytes=(tuple(b * factor for b in self.phase_bytes)
+                         if self.phase_bytes is not None else None),
         )
 
     def __add__(self, other: "ComputeCost") -> "ComputeCost":
@@ -52,7 +57,25 @@ class ComputeCost:
             bytes_accessed=self.bytes_accessed + other.bytes_accessed,
             parameter_bytes=self.parameter_bytes + other.parameter_bytes,
             activation_bytes=self.activation_bytes + other.activation_bytes,
+            phase_bytes=_add_phase_bytes(self, other),
         )
+
+
+def _add_phase_bytes(a: ComputeCost, b: ComputeCost):
+    if a.phase_bytes is None and b.phase_bytes is None:
+        return None
+    return tuple(x + y for x, y in zip(_phase_bytes_or_flop_shares(a), _phase_bytes_or_flop_shares(b)))
+
+
+def _phase_bytes_or_flop_shares(cost: ComputeCost) -> Tuple[float, float, float]:
+    """Per-phase bytes, estimated from FLOP shares when the source did not give them."""
+    if cost.phase_bytes is not None:
+        return cost.phase_bytes
+    flops = (cost.forward_flops, cost.backward_flops, cost.weight_update_flops)
+    total = sum(flops)
+    if total <= 0:
+        return (cost.bytes_accessed, 0.0, 0.0)
+    return tuple(cost.bytes_accessed * f / total for f in flops)
 
 
 @dataclass(frozen=True)

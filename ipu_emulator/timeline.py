@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from .hardware import HostModel, IPUTarget, get_target
-from .record import ComputeCost, EngineRun
+from .record import ComputeCost, EngineRun, _phase_bytes_or_flop_shares
 
 CLOCK = "simulated IPU time"
 HOST_LANE = "host"
@@ -223,26 +223,22 @@ def compute_seconds(flops: float, bytes_accessed: float, target: IPUTarget) -> f
 def phase_durations(cost: ComputeCost, target: IPUTarget) -> List[Tuple[str, float]]:
     """``[(kind, seconds)]`` for the forward, backward and weight-update phases of one step.
 
-    ``bytes_accessed`` is shared in proportion to FLOPs, because the record gives one traffic
-    figure per step and the heavy ops of each phase are the ones doing the FLOPs.  A step
-    with traffic but no FLOPs is charged as forward work (moving data still takes time).
+    Each phase's traffic is ``cost.phase_bytes`` when the record has it (the graph does);
+    otherwise ``bytes_accessed`` is shared in proportion to FLOPs, because the heavy ops of
+    each phase are the ones doing the FLOPs.  A step with traffic but no FLOPs is charged as
+    forward work (moving data still takes time).
 
     >>> from ipu_emulator.hardware import IPU2
     >>> [kind for kind, _ in phase_durations(ComputeCost(forward_flops=1e6), IPU2)]
     ['forward']
     """
-    total = cost.total_flops
-    if total <= 0:
-        seconds = cost.bytes_accessed / target.sram_bandwidth_bytes_per_s
-        return [("forward", seconds)] if seconds > 0 else []
+    phase_bytes = _phase_bytes_or_flop_shares(cost)
     phases = []
-    for kind, flops in (
-        ("forward", cost.forward_flops),
-        ("backward", cost.backward_flops),
-        ("weight_update", cost.weight_update_flops),
-    ):
-        if flops > 0:
-            phases.append((kind, compute_seconds(flops, cost.bytes_accessed * flops / total, target)))
+    for kind, flops, nbytes in zip(("forward", "backward", "weight_update"),
+                                   (cost.forward_flops, cost.backward_flops,
+                                    cost.weight_update_flops), phase_bytes):
+        if flops > 0 or nbytes > 0:
+            phases.append((kind, compute_seconds(flops, nbytes, target)))
     return phases
 
 

@@ -166,7 +166,9 @@ def summary_table(timeline: Timeline) -> str:
         (f"host overhead ({clock})",
          f"{format_seconds(m.host_overhead_time)} ({100 * m.host_overhead_fraction:.1f} % of makespan)"),
         (f"stream copies, busiest IPU ({clock})", format_seconds(m.stream_copy_time)),
-        ("bubble fraction", f"{100 * m.bubble_fraction:.1f} %"),
+        # "Bubble" is pipeline vocabulary; with one IPU it is simply idle time.
+        ("bubble fraction" if len(timeline.ipu_lanes) > 1 else "IPU idle fraction",
+         f"{100 * m.bubble_fraction:.1f} %"),
     ]
     if m.samples_per_second is not None:
         rows.append((f"samples/s ({clock})", f"{m.samples_per_second:,.0f}"))

@@ -279,7 +279,7 @@ def test_deprecation_warning_text(caplog):
     utils.create_ipu_config()  # line reported below
     [message] = deprecation_messages(caplog, "create_ipu_config")
     assert re.fullmatch(
-        r"From .*test_utils_config\.py:\d+: create_ipu_config \(from ipu_emulator\.ipu\.utils\)"
+        r"From .*test_utils_config\.py:\d+: create_ipu_config \(from tensorflow\.python\.ipu\.utils\)"
         r" is deprecated and will be removed in a future version\.\n"
         r"Instructions for updating:\n" + re.escape(INSTRUCTIONS), message)
 

@@ -140,12 +140,32 @@ def _top_level_sinks(new_ops):
     """Ops outside any loop whose outputs nothing else in the program consumes.
 
     Running these runs the whole computation, including side effects such as variable
-    updates and outfeed enqueues that no returned tensor depends on.
+    updates and outfeed enqueues that no returned tensor depends on.  Variable initialisers
+    are not part of the program (they are lifted out of it and run once, by the host's
+    ``global_variables_initializer``): grouping them in would reset the variables at every
+    run of the program.
     """
+    initializers = _variable_initializers(new_ops)
     consumed = set()
     for op in new_ops:
         consumed.update(inp.op for inp in op.inputs)
         consumed.update(op.control_inputs)
     return [op for op in new_ops
-            if op not in consumed and op.type != "Const"
+            if op not in consumed and op not in initializers and op.type != "Const"
             and op._get_control_flow_context() is None]  # pylint: disable=protected-access
+
+
+def _variable_initializers(new_ops):
+    """The initialiser ops of the graph's variables (their initial values feed only them)."""
+    if not new_ops:
+        return set()
+    graph = new_ops[0].graph
+    keys = (tf.compat.v1.GraphKeys.GLOBAL_VARIABLES, tf.compat.v1.GraphKeys.LOCAL_VARIABLES,
+            tf.compat.v1.GraphKeys.MODEL_VARIABLES)
+    initializers = set()
+    for key in keys:
+        for variable in graph.get_collection(key):
+            initializer = getattr(variable, "initializer", None)
+            if initializer is not None:
+                initializers.add(initializer)
+    return initializers

@@ -162,6 +162,13 @@ def _count_phrase(qualifier, count):
     return "%s %d argument%s" % (qualifier, count, "" if count == 1 else "s")
 
 
+def _input_names(inputs):
+    """How the SDK lists the inputs in arity errors: ``str([i.name for i in inputs])``
+    (the wording and format come from the TPU training loop the SDK's loops derive from),
+    e.g. ``['Const:0']`` rather than the tensors' reprs."""
+    return str([i.handle.name if isinstance(i, tf.TensorArray) else i.name for i in inputs])
+
+
 def _check_body_arity(body, inputs, infeed_queue):
     from_infeed = infeed_queue.number_of_tuple_elements if infeed_queue is not None else 0
     needed = _arguments_needed(body, len(inputs) + from_infeed)
@@ -171,11 +178,11 @@ def _check_body_arity(body, inputs, infeed_queue):
         raise TypeError(
             "Supplied loop body function cannot be called with the specified inputs. You "
             "specified %d inputs: %s, but the loop body needs %s."
-            % (len(inputs), inputs, needed))
+            % (len(inputs), _input_names(inputs), needed))
     raise TypeError(
         "Supplied loop body function cannot be called with the specified inputs. You "
         "specified %d inputs: %s and %d additional inputs from infeed, but the computation "
-        "needs %s." % (len(inputs), inputs, from_infeed, needed))
+        "needs %s." % (len(inputs), _input_names(inputs), from_infeed, needed))
 
 
 def _check_condition_arity(condition, inputs, infeed_queue):
@@ -184,7 +191,7 @@ def _check_condition_arity(condition, inputs, infeed_queue):
         return
     message = ("Supplied loop condition function cannot be called with the specified inputs. "
                "You specified %d inputs: %s, but the loop condition needs %s."
-               % (len(inputs), inputs, needed))
+               % (len(inputs), _input_names(inputs), needed))
     if infeed_queue is not None:
         message += " Note that infeed is not passed to the loop condition."
     raise TypeError(message)

@@ -99,6 +99,16 @@ def _variable_elements(apply_op) -> int:
     return best
 
 
+def _updated_variable_bytes(op) -> int:
+    """An optimizer kernel reads and writes its variable and slots through resource handles,
+    which carry no shape: count the weight, each slot (Adam: m and v) both ways."""
+    if not op.type.startswith(("ResourceApply", "Apply", "ResourceSparseApply")):
+        return 0
+    variables = sum(1 for t in op.inputs if t.dtype == tf.resource)
+    element_bytes = _variable_elements(op) * op.get_attr("T").size
+    return 2 * variables * element_bytes
+
+
 def phase_of(op) -> str:
     if op.type.startswith(("ResourceApply", "Apply", "ResourceSparseApply")):
         return "weight_update"
@@ -123,7 +133,7 @@ def program_cost(new_ops) -> ComputeCost:
     looped = [op for op in ops if _loop_depth(op) > 0]
     step_ops = looped if looped else ops
     flops = {"forward": 0.0, "backward": 0.0, "weight_update": 0.0}
-    bytes_accessed = 0.0
+    traffic_by_phase = {"forward": 0.0, "backward": 0.0, "weight_update": 0.0}
     activation_bytes = 0
     for op in step_ops:
         work = op_flops(op)
@@ -131,15 +141,17 @@ def program_cost(new_ops) -> ComputeCost:
             continue
         phase = phase_of(op)
         flops[phase] += work
-        traffic = sum(_bytes(t) for t in op.inputs) + sum(_bytes(t) for t in op.outputs)
-        bytes_accessed += traffic
+        traffic_by_phase[phase] += sum(_bytes(t) for t in op.inputs) + sum(
+            _bytes(t) for t in op.outputs) + _updated_variable_bytes(op)
         if phase == "forward":
             activation_bytes += sum(_bytes(t) for t in op.outputs)
     return ComputeCost(
         forward_flops=flops["forward"],
         backward_flops=flops["backward"],
         weight_update_flops=flops["weight_update"],
-        bytes_accessed=bytes_accessed,
+        bytes_accessed=sum(traffic_by_phase.values()),
+        phase_bytes=(traffic_by_phase["forward"], traffic_by_phase["backward"],
+                     traffic_by_phase["weight_update"]),
         parameter_bytes=_parameter_bytes(ops),
         activation_bytes=activation_bytes,
     )

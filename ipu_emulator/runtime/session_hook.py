@@ -170,9 +170,10 @@ def _record_runs(found_programs, trip_counts, host_seconds, state):
     counts = iter(trip_counts)
     seen = _programs_seen(state)
     for program in found_programs:
-        iterations = 1
-        for _ in program.trip_counters:
-            iterations = max(1, int(next(counts)))
+        # A program without an on-device loop is one iteration; a loop's real trip count
+        # may be 0 (a false condition, ``repeat(0)``): then none of its body ran.
+        loop_counts = [int(next(counts)) for _ in program.trip_counters]
+        iterations = max(loop_counts) if loop_counts else 1
         runs_so_far = state["program_runs"].get(program.name, 0)
         state["program_runs"][program.name] = runs_so_far + 1
         if program not in seen:
