@@ -39,6 +39,10 @@ _MAX_SHADED_RUNS = 200
 _CHROME_PID = 1
 
 
+# Rare, short kinds are drawn above the frequent compute bars so they are not painted over.
+_KIND_LAYER = {"stream_copy": 4, "sync": 4, "exchange": 4, "host": 3}
+
+
 def _pick_unit(seconds: float) -> str:
     if seconds >= 1.0:
         return "s"
@@ -89,8 +93,11 @@ def plot_timeline(timeline: Timeline, ax=None, title: Optional[str] = None, time
     for e in timeline.events:
         bars.setdefault((e.lane, e.kind), []).append((e.start * scale, (e.end - e.start) * scale))
     for (lane, kind), xranges in bars.items():
-        ax.broken_barh(xranges, (row_of[lane] - 0.4, 0.8),
-                       facecolors=KIND_COLOURS.get(kind, _OTHER_COLOUR), linewidth=0, zorder=2)
+        colour = KIND_COLOURS.get(kind, _OTHER_COLOUR)
+        # An edge in the bar's own colour keeps events narrower than a pixel visible when a
+        # whole epoch is drawn; at zoomed-in scales it is imperceptible.
+        ax.broken_barh(xranges, (row_of[lane] - 0.4, 0.8), facecolors=colour,
+                       edgecolors=colour, linewidth=0.6, zorder=_KIND_LAYER.get(kind, 2))
 
     spans = timeline.engine_run_spans
     if 1 < len(spans) <= _MAX_SHADED_RUNS:

@@ -81,7 +81,9 @@ class IPUInfeedQueue:
         # The iterator lives on the host, outside any loop or control dependency.
         with tf.control_dependencies(None), tf.device("/device:CPU:0"):
             self._iterator = tf.compat.v1.data.make_initializable_iterator(self._dataset)
-            self._initializer = self._iterator.initializer
+            # Named after the SDK's op, so error messages read as they did on an IPU system.
+            self._initializer = tf.group(self._iterator.initializer,
+                                         name="IPUCreateDatasetIterator")
             self._deleter = tf.no_op(name="%s_deleter" % self._id)
         reg = programs.registry(graph)
         reg.infeed_by_initializer[self._initializer.name] = self

@@ -158,16 +158,24 @@ def program_cost(new_ops) -> ComputeCost:
 
 
 def _parameter_bytes(ops) -> int:
-    """Size of the variables the program reads (each counted once)."""
+    """Size of the variables the program uses (weights and optimizer slots, each once).
+
+    Variables are reached through resource handles: read by ``ReadVariableOp``, updated by
+    optimizer kernels.  Their size comes from the handle's ``VarHandleOp`` attributes, so it
+    does not matter in which program the variable was created.
+    """
     seen, total = set(), 0
     for op in ops:
-        if op.type != "ReadVariableOp":
-            continue
-        handle = _handle_source(op.inputs[0])
-        if handle is None or handle.name in seen:
-            continue
-        seen.add(handle.name)
-        total += _bytes(op.outputs[0])
+        for tensor in op.inputs:
+            if tensor.dtype != tf.resource:
+                continue
+            handle = _handle_source(tensor)
+            if handle is None or handle.type != "VarHandleOp" or handle.name in seen:
+                continue
+            seen.add(handle.name)
+            shape = tf.TensorShape(handle.get_attr("shape"))
+            if shape.is_fully_defined():
+                total += int(shape.num_elements()) * handle.get_attr("dtype").size
     return total
 
 
