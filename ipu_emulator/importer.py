@@ -17,22 +17,24 @@ import importlib.abc
 import importlib.util
 import sys
 
-# Most specific first: contrib.ipu's submodules are the modern modules themselves.
-_ALIASES = (
-    ("tensorflow.python.ipu", "ipu_emulator.ipu", True),
-    ("tensorflow.contrib.ipu", "ipu_emulator.compat.contrib.ipu", False),
-    ("tensorflow.contrib.ipu.", "ipu_emulator.ipu.", True),
-    ("tensorflow.contrib", "ipu_emulator.compat.contrib", False),
+# Whole module names first, then prefixes for their submodules; the first match wins.
+_EXACT = {
+    "tensorflow.python.ipu": "ipu_emulator.ipu",
+    "tensorflow.contrib.ipu": "ipu_emulator.compat.contrib.ipu",
+    "tensorflow.contrib": "ipu_emulator.compat.contrib",
+}
+# contrib.ipu's submodules are the modern modules themselves.
+_PREFIXES = (
+    ("tensorflow.python.ipu.", "ipu_emulator.ipu."),
+    ("tensorflow.contrib.ipu.", "ipu_emulator.ipu."),
 )
 
 
 def _target(fullname):
-    for alias, target, with_submodules in _ALIASES:
-        if fullname == alias:
-            return target
-        if with_submodules and alias.endswith(".") and fullname.startswith(alias):
-            return target + fullname[len(alias):]
-        if with_submodules and fullname.startswith(alias + "."):
+    if fullname in _EXACT:
+        return _EXACT[fullname]
+    for alias, target in _PREFIXES:
+        if fullname.startswith(alias):
             return target + fullname[len(alias):]
     return None
 
