@@ -1,8 +1,9 @@
-"""Command line: ``python -m ipu_emulator run [--tf1] script.py ARGS...``."""
+"""Command line: ``python -m ipu_emulator run [--tf1] script.py ARGS...`` and
+``python -m ipu_emulator simulate --stages S --micro-batches M --schedule NAME ...``."""
 import argparse
 import sys
 
-from ipu_emulator import runner
+from ipu_emulator import runner, simulate_cli
 
 
 def main(argv=None) -> int:
@@ -14,9 +15,15 @@ def main(argv=None) -> int:
         "run", help="run an unmodified IPU TensorFlow script",
         description=runner.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     runner.add_arguments(run_parser)
+    simulate_parser = commands.add_parser(
+        "simulate", help="simulate a pipeline schedule (no TensorFlow needed)",
+        description=simulate_cli.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    simulate_cli.add_arguments(simulate_parser)
     options = parser.parse_args(argv)
     if options.command == "run":
         return runner.run(options)
+    if options.command == "simulate":
+        return simulate_cli.run(options)
     parser.error("unknown command %r" % options.command)
     return 2
 

@@ -18,7 +18,7 @@ Pure Python: no TensorFlow import (the simulator layer never imports it).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 KIB = 1024
 GB = 10**9  # vendors quote bandwidths and memory sizes in decimal units
@@ -30,7 +30,8 @@ class IPUTarget:
     """One IPU chip as the timing model sees it.  All rates are per chip, per second.
 
     Tunable unknowns (not in any source we found; see the field comments):
-    ``compute_efficiency``, ``external_sync_cycles``, ``ipu_link_latency_s``.
+    ``compute_efficiency``, ``external_sync_cycles``, ``ipu_link_latency_s``,
+    ``streaming_memory_bandwidth_bytes_per_s``.
 
     Example::
 
@@ -65,6 +66,17 @@ class IPUTarget:
     # SerDes links of this class sit well below a microsecond, GlobalExchange setup adds
     # some, so we assume 1 us.
     ipu_link_latency_s: float = 1e-6
+    # Bandwidth between one IPU and its streaming memory (offloaded optimizer state and
+    # activations).  No source gives it; the traffic leaves the chip over the same host/gateway
+    # link as stream copies, so None means "the host link bandwidth".
+    streaming_memory_bandwidth_bytes_per_s: Optional[float] = None
+
+    @property
+    def streaming_memory_bandwidth(self) -> float:
+        """Bytes/s to and from streaming memory (the host link's unless set)."""
+        if self.streaming_memory_bandwidth_bytes_per_s is not None:
+            return self.streaming_memory_bandwidth_bytes_per_s
+        return self.host_link_bandwidth_bytes_per_s
 
     @property
     def sram_bytes_per_chip(self) -> int:

@@ -39,6 +39,9 @@ from .hardware import HostModel, IPUTarget, get_target
 from .record import ComputeCost, EngineRun, _phase_bytes_or_flop_shares
 
 CLOCK = "simulated IPU time"
+# The clock of unit-cost pipeline timelines: every forward and backward stage action takes
+# one time unit and nothing else costs time (the textbook pipeline diagrams).
+UNIT_CLOCK = "unit time steps"
 HOST_LANE = "host"
 
 # The event kinds a timeline may hold, in legend order.
@@ -139,6 +142,10 @@ class Metrics:
     peak_memory_bytes: Dict[int, int] = field(default_factory=dict)
     out_of_memory: Dict[int, bool] = field(default_factory=dict)
     clock: str = CLOCK
+    # Pipelines: replicas x micro-batch size x gradient accumulation count (samples per
+    # weight update), and the out-of-memory messages the IPU would report.
+    effective_batch_size: Optional[int] = None
+    out_of_memory_messages: List[str] = field(default_factory=list)
 
     @property
     def host_overhead_fraction(self) -> float:
@@ -156,7 +163,8 @@ class Timeline:
     """Events on lanes (``lanes`` in display order, host first), on the ``clock`` named.
 
     ``engine_run_spans`` holds ``(start, end)`` of each engine run, ``counters`` time series
-    such as memory per IPU, ``flows`` inter-IPU transfers.
+    such as memory per IPU, ``flows`` inter-IPU transfers, ``phases`` named spans such as a
+    pipeline's ``("ramp-up", start, end)``, ``"main"``, ``"ramp-down"``, ``"weight update"``.
     """
 
     events: List[Event]
@@ -167,6 +175,7 @@ class Timeline:
     engine_run_spans: List[Tuple[float, float]] = field(default_factory=list)
     counters: List[CounterSample] = field(default_factory=list)
     flows: List[Flow] = field(default_factory=list)
+    phases: List[Tuple[str, float, float]] = field(default_factory=list)
 
     def events_on(self, lane: str) -> List[Event]:
         return [e for e in self.events if e.lane == lane]

@@ -19,7 +19,7 @@ import json
 from dataclasses import asdict
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .timeline import Timeline, check_no_overlaps
+from .timeline import UNIT_CLOCK, Timeline, check_no_overlaps
 
 # Okabe-Ito palette (distinguishable with the common colour-vision deficiencies).
 KIND_COLOURS: Dict[str, str] = {
@@ -33,6 +33,15 @@ KIND_COLOURS: Dict[str, str] = {
     "host": "#999999",  # grey
 }
 _OTHER_COLOUR = "#F0E442"  # yellow, for kinds a later simulator may add
+
+# Pipeline phases are shaded behind the lanes, light enough not to hide the bubbles.
+PHASE_COLOURS: Dict[str, str] = {
+    "ramp-up": "#56B4E9",
+    "main": "#009E73",
+    "ramp-down": "#E69F00",
+    "weight update": "#CC79A7",
+}
+_MAX_LABELLED_PHASES = 40
 
 _UNIT_SCALE = {"s": 1.0, "ms": 1e3, "us": 1e6, "µs": 1e6}
 _MAX_SHADED_RUNS = 200
@@ -85,19 +94,32 @@ def plot_timeline(timeline: Timeline, ax=None, title: Optional[str] = None, time
 
     if ax is None:
         _, ax = plt.subplots(figsize=(10, 0.6 * len(timeline.lanes) + 1.2))
-    unit, scale = _resolve_unit(time_unit, timeline.metrics.makespan)
+    if timeline.clock == UNIT_CLOCK:  # unit-cost pipelines count time steps, not seconds
+        unit, scale = "", 1.0
+    else:
+        unit, scale = _resolve_unit(time_unit, timeline.metrics.makespan)
     lanes = timeline.lanes
     row_of = {lane: len(lanes) - 1 - i for i, lane in enumerate(lanes)}  # first lane on top
 
     bars: Dict[Tuple[str, str], List[Tuple[float, float]]] = {}
     for e in timeline.events:
         bars.setdefault((e.lane, e.kind), []).append((e.start * scale, (e.end - e.start) * scale))
+    labelled = _labels_actions(timeline)
     for (lane, kind), xranges in bars.items():
         colour = KIND_COLOURS.get(kind, _OTHER_COLOUR)
         # An edge in the bar's own colour keeps events narrower than a pixel visible when a
-        # whole epoch is drawn; at zoomed-in scales it is imperceptible.
+        # whole epoch is drawn; at zoomed-in scales it is imperceptible.  A small pipeline
+        # gets white edges instead, so back-to-back actions stay distinguishable.
+        edge = "white" if labelled and kind in _PIPELINE_ACTION_KINDS else colour
         ax.broken_barh(xranges, (row_of[lane] - 0.4, 0.8), facecolors=colour,
-                       edgecolors=colour, linewidth=0.6, zorder=_KIND_LAYER.get(kind, 2))
+                       edgecolors=edge, linewidth=0.6, zorder=_KIND_LAYER.get(kind, 2))
+    if labelled:  # micro-batch numbers in the boxes, as in Graphcore's pipeline diagrams
+        for e in timeline.events:
+            if e.kind in _PIPELINE_ACTION_KINDS and e.micro_batch is not None and e.end > e.start:
+                # "w": the weight-gradient half of a split backward (zero-bubble's 1W3).
+                label = f"w{e.micro_batch}" if "W" in e.name else str(e.micro_batch)
+                ax.text((e.start + e.end) / 2 * scale, row_of[e.lane], label,
+                        ha="center", va="center", fontsize="x-small", color="white", zorder=5)
 
     spans = timeline.engine_run_spans
     if 1 < len(spans) <= _MAX_SHADED_RUNS:
@@ -109,14 +131,42 @@ def plot_timeline(timeline: Timeline, ax=None, title: Optional[str] = None, time
     ax.set_yticklabels(list(reversed(lanes)))
     ax.set_ylim(-0.5, len(lanes) - 0.5)
     ax.set_xlim(0, max(timeline.metrics.makespan * scale, 1e-12))
-    ax.set_xlabel(f"{timeline.clock} ({unit})")
-    ax.set_title(title if title is not None else timeline.title)
+    _shade_phases(ax, timeline, scale)
+    ax.set_xlabel(f"{timeline.clock} ({unit})" if unit else timeline.clock)
+    ax.set_title(title if title is not None else timeline.title,
+                 pad=14 if getattr(timeline, "phases", None) else None)
     handles = [Patch(facecolor=KIND_COLOURS.get(k, _OTHER_COLOUR), label=k.replace("_", " "))
                for k in timeline.kinds_present()]
     if handles:
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small",
                   frameon=False)
     return ax
+
+
+def _shade_phases(ax, timeline: Timeline, scale: float) -> None:
+    """Shade each pipeline phase behind the lanes and name it above them."""
+    phases = getattr(timeline, "phases", None) or []
+    top = len(timeline.lanes) - 0.5
+    span = max(timeline.metrics.makespan * scale, 1e-12)
+    for name, start, end in phases:
+        ax.axvspan(start * scale, end * scale, color=PHASE_COLOURS.get(name, _OTHER_COLOUR),
+                   alpha=0.12, linewidth=0, zorder=0)
+        wide_enough = (end - start) * scale > 0.04 * span
+        if len(phases) <= _MAX_LABELLED_PHASES and wide_enough:
+            ax.text((start + end) / 2 * scale, top, name, ha="center", va="bottom",
+                    fontsize="x-small", color="#333333", clip_on=False)
+
+
+_PIPELINE_ACTION_KINDS = frozenset({"forward", "backward", "recompute"})
+_MAX_LABELLED_ACTIONS = 300
+
+
+def _labels_actions(timeline: Timeline) -> bool:
+    """Label pipeline actions with their micro-batch when there are few enough to read."""
+    if not getattr(timeline, "phases", None):
+        return False
+    count = sum(1 for e in timeline.events if e.kind in _PIPELINE_ACTION_KINDS)
+    return 0 < count <= _MAX_LABELLED_ACTIONS
 
 
 def plot_comparison(timelines: Sequence[Timeline], titles: Optional[Sequence[str]] = None,
@@ -166,6 +216,7 @@ def summary_table(timeline: Timeline) -> str:
     """
     m = timeline.metrics
     clock = timeline.clock
+    format_seconds = _time_formatter(clock)
     rows = [
         (f"makespan ({clock})", format_seconds(m.makespan)),
         ("engine runs", str(m.engine_runs)),
@@ -179,25 +230,38 @@ def summary_table(timeline: Timeline) -> str:
     ]
     if m.samples_per_second is not None:
         rows.append((f"samples/s ({clock})", f"{m.samples_per_second:,.0f}"))
+    if getattr(m, "effective_batch_size", None) is not None:
+        rows.append(("effective batch size", f"{m.effective_batch_size:,}"))
     width = max(len(label) for label, _ in rows)
     lines = [f"Simulated IPU timeline: {timeline.title or '(untitled)'}"]
     lines += [f"  {label:<{width}}  {value}" for label, value in rows]
 
     kinds = [k for k in timeline.kinds_present() if k != "host"]
-    header = ["IPU", "utilisation", "peak memory"] + [k.replace("_", " ") for k in kinds]
+    pipelined = bool(getattr(timeline, "phases", None))
+    header = (["IPU", "utilisation", "peak memory"] + (["in flight"] if pipelined else [])
+              + [k.replace("_", " ") for k in kinds])
     table = [header]
     for ipu in sorted(m.utilisation):
         by_kind = m.busy_time_by_kind.get(ipu, {})
         table.append([f"IPU{ipu}", f"{100 * m.utilisation[ipu]:.2f} %",
                       _format_bytes(m.peak_memory_bytes.get(ipu, 0))
                       + (" (OOM)" if m.out_of_memory.get(ipu) else "")]
+                     + ([str(m.peak_in_flight.get(ipu, 0))] if pipelined else [])
                      + [format_seconds(by_kind.get(k, 0.0)) for k in kinds])
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     lines.append(f"Per IPU (utilisation = compute time / makespan; times by kind in {clock}):")
     for row in table:
         lines.append("  " + "  ".join(cell.rjust(w) if i else cell.ljust(w)
                                       for i, (cell, w) in enumerate(zip(row, widths))))
+    lines += getattr(m, "out_of_memory_messages", [])
     return "\n".join(lines)
+
+
+def _time_formatter(clock: str):
+    """Seconds with a unit, or a plain count of time steps on the unit-cost clock."""
+    if clock == UNIT_CLOCK:
+        return lambda value: f"{value:g}"
+    return format_seconds
 
 
 def _format_bytes(n: float) -> str:
@@ -245,6 +309,18 @@ def to_chrome_trace(timeline: Timeline) -> dict:
         trace.append({"name": f"{c.name} {c.lane}", "ph": "C", "ts": c.time * 1e6,
                       "pid": _CHROME_PID, "args": {"bytes": c.value}})
 
+    phases = getattr(timeline, "phases", None) or []
+    if phases:  # a track of its own above nothing else, so Perfetto shows the phases
+        phase_tid = len(tid_of) + 1
+        trace.append({"ph": "M", "name": "thread_name", "pid": _CHROME_PID, "tid": phase_tid,
+                      "args": {"name": "pipeline phase"}})
+        trace.append({"ph": "M", "name": "thread_sort_index", "pid": _CHROME_PID,
+                      "tid": phase_tid, "args": {"sort_index": 0}})
+        for name, start, end in phases:
+            trace.append({"name": name, "cat": "phase", "ph": "X", "ts": start * 1e6,
+                          "dur": end * 1e6 - start * 1e6, "pid": _CHROME_PID, "tid": phase_tid,
+                          "args": {}})
+
     for flow_id, f in enumerate(timeline.flows, start=1):
         common = {"name": f.name, "cat": "transfer", "id": flow_id, "pid": _CHROME_PID}
         trace.append({**common, "ph": "s", "ts": f.from_time * 1e6, "tid": tid_of[f.from_lane]})
@@ -285,6 +361,8 @@ def to_dict(timeline: Timeline) -> dict:
             for e in timeline.events
         ],
         "engine_runs": [{"start": s, "end": e} for s, e in timeline.engine_run_spans],
+        "phases": [{"name": name, "start": start, "end": end}
+                   for name, start, end in getattr(timeline, "phases", None) or []],
         "metrics": metrics,
     }
 
@@ -299,3 +377,13 @@ __all__ = [
     "save_chrome_trace",
     "to_dict",
 ]
+
+
+def pick_time_unit(seconds: float) -> str:
+    """The unit (``"s"``, ``"ms"``, ``"µs"``) that ``plot_timeline`` picks for this span."""
+    return _resolve_unit("auto", seconds)[0]
+
+
+def time_unit_scale(unit: str) -> float:
+    """Seconds -> ``unit`` multiplier (``time_unit_scale("ms") == 1e3``)."""
+    return _UNIT_SCALE[unit]
