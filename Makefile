@@ -1,6 +1,7 @@
 # Two commands do everything on a fresh machine (Python 3.10-3.13 with venv):
 #   make lab    create the environment if missing, then open JupyterLab on notebooks/
-#   make test   create the environment if missing, then run every test (unit + notebooks)
+#   make test   create the environment if missing, then run every test (unit, notebooks, and
+#               JupyterLab in headless Chromium; installs Debian's chromium if root and missing)
 VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
@@ -20,8 +21,12 @@ lab: $(STAMP)
 	$(BIN)/jupyter lab --notebook-dir=notebooks
 
 # The bundled data sample keeps test runs offline and reproducible.
+# tests/browser/ drives JupyterLab in headless Chromium: scripts/ensure_browser.sh installs
+# Debian's chromium when missing (as root), or says how to; IPU_LAB_CHROMIUM=/path/to/chrome
+# picks another binary.  Without a browser: make test PYTEST_ARGS='-m "not browser"'.
 test: $(STAMP)
-	IPU_EMULATOR_DATA=sample MPLBACKEND=Agg $(BIN)/python -m pytest --nbval-lax tests notebooks
+	$(if $(findstring not browser,$(PYTEST_ARGS)),,@bash scripts/ensure_browser.sh)
+	IPU_EMULATOR_DATA=sample MPLBACKEND=Agg $(BIN)/python -m pytest --nbval-lax $(PYTEST_ARGS) tests notebooks
 
 bench: $(STAMP)
 	IPU_EMULATOR_DATA=sample $(BIN)/python bench/run_all.py

@@ -1,0 +1,553 @@
+"""Drive JupyterLab in a real, headless Chromium: reusable helpers for the browser tests.
+
+The fixtures in ``conftest.py`` beside this file give each test:
+
+- ``lab``: a :class:`LabServer`, one JupyterLab per test session, serving a temporary copy of
+  ``notebooks/`` (so outputs never land in the repository's notebooks) with
+  ``IPU_EMULATOR_DATA=sample``, isolated Jupyter config/data/runtime dirs (no user settings,
+  kernels or workspaces leak in), no news or update checks, autosave off and notebook
+  windowing off (every cell stays in the DOM, so locators see all outputs).  ``lab.url``,
+  ``lab.token``, ``lab.root_dir`` (the copy) and ``lab.log_path`` (the server's log).
+- ``browser``: one headless Chromium per session, the binary from ``IPU_LAB_CHROMIUM`` or
+  ``/usr/bin/chromium`` (``scripts/ensure_browser.sh`` installs it), launched through
+  Playwright's sync API with the flags a closed network needs.  Playwright gives each launch
+  a fresh, empty profile (``--user-data-dir``).
+- ``page``: a new browser context and page per test, closed afterwards.  When a test fails,
+  a screenshot of the page is saved as ``failure.png`` in the test's ``tmp_path``.
+
+The helpers below take a Playwright ``Page`` (and return ``Locator`` objects):
+
+``open_notebook(page, lab, name)``
+    Opens ``/lab/tree/<name>`` (logged in with the token, workspace reset), waits until the
+    notebook is shown and its kernel is idle, and returns the notebook panel's locator.
+``run_all_cells(page, timeout=...)``
+    ``Run > Run All Cells`` from the menu bar, then waits until no cell shows ``[*]``, every
+    code cell has an execution count (or the run stopped at an error), and the kernel is idle.
+``run_cell(page, index)`` runs one code cell (by its index among code cells) and waits.
+``error_outputs(page)``
+    Texts of the outputs that are errors (tracebacks), not mere stderr such as warnings.
+``output_images(page)``
+    Locator of the rendered images (matplotlib figures) in output areas.
+``code_cell(page, index)``, ``cell_outputs(page, index)``
+    Locators of one code cell and of its output area (index among code cells).
+``screenshot(locator)`` -> PNG bytes of that element (or of a whole ``Page``).
+``pixel_difference(png_a, png_b)`` -> fraction (0..1) of pixels that differ; images of
+    different sizes count as completely different (1.0).  ``images_differ(a, b, threshold)``.
+``cell_states(page)``
+    Per code cell: ``{"running", "count" (execution count, 0 if none), "error"}``.
+``wait_for_kernel_idle(page)``, ``save_notebook(page)``, ``saved_notebook(lab, name)``
+    (the notebook JSON as JupyterLab saved it: ``output_type == "error"`` is exact).
+ipywidgets: ``widget_dropdown(page, description)`` (the ``<select>``),
+    ``select_dropdown(page, description, option_label)``, ``image_src(img)`` and
+    ``wait_for_image_change(img, old_src)`` (ipywidgets' Image gets a new blob URL per value).
+
+Example (what a widget test looks like; ``test_harness_drives_a_widget`` does this)::
+
+    def test_schedule_changes_trace(page, lab):
+        open_notebook(page, lab, "00_pipeline_playground.ipynb")
+        run_all_cells(page)
+        trace = output_images(page).first
+        before_png, before_src = screenshot(trace), image_src(trace)
+        select_dropdown(page, "schedule", "Interleaved")
+        wait_for_image_change(trace, before_src)
+        assert images_differ(before_png, screenshot(trace))
+
+Run only these tests with ``pytest -m browser``; skip them with ``-m "not browser"``.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOKS = REPO / "notebooks"
+DEFAULT_CHROMIUM = "/usr/bin/chromium"
+
+# What a closed network needs: without the background-networking flags Chromium's own
+# connections (updates, sync, field trials) are refused, many at a time.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+# Settings written into the server's private user-settings dir.
+LAB_USER_SETTINGS = {
+    # Keep every cell in the DOM (no virtual scrolling), so locators see all outputs,
+    # and start the notebook's kernel without asking ("Select Kernel" dialog).
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {
+        "windowingMode": "none", "autoStartDefaultKernel": True},
+    # No autosave: the copy is thrown away anyway, and save dialogs never pop up.
+    "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
+    # No "receive official Jupyter news?" toast over the page, and no fetching of news.
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+        "fetchNews": "false", "checkForUpdates": False},
+}
+
+SERVER_START_TIMEOUT = 90.0      # seconds until JupyterLab answers on 127.0.0.1
+KERNEL_IDLE_TIMEOUT = 60_000     # ms, for a kernel to start or go idle
+RUN_ALL_TIMEOUT = 120_000        # ms, for all cells of a notebook to execute
+
+# An error output as JupyterLab renders it (stderr MIME type, like stream stderr): IPython's
+# traceback header, its "Cell In[n], line m" frame line (SyntaxError has no header), or a
+# final "SomeError: message" / "KeyboardInterrupt" line.  Warnings ("UserWarning: ...") and
+# other stderr text match none of these.  Used by Python (re) and JavaScript (RegExp) alike.
+TRACEBACK_PATTERN = (r"Traceback \(most recent call last\)"
+                     r"|^\s*Cell In\[\d+\], line \d+"
+                     r"|^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)(: |$)")
+_TRACEBACK = re.compile(TRACEBACK_PATTERN, re.M)
+
+
+def chromium_executable() -> str:
+    """The browser binary to drive: ``$IPU_LAB_CHROMIUM`` or ``/usr/bin/chromium``."""
+    return os.environ.get("IPU_LAB_CHROMIUM") or DEFAULT_CHROMIUM
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LabServer:
+    """A JupyterLab server in a subprocess, serving a copy of ``notebooks/`` under ``workdir``.
+
+    Use as a context manager, or call :meth:`start` and :meth:`stop` (``stop`` is safe to call
+    twice and after a failed start).
+    """
+
+    def __init__(self, workdir: Path, notebooks: Path = NOTEBOOKS, env: dict | None = None):
+        self.workdir = Path(workdir)
+        self.root_dir = self.workdir / "notebooks"
+        self.log_path = self.workdir / "jupyterlab.log"
+        self.port = free_port()
+        self.token = secrets.token_hex(16)
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self._notebooks = Path(notebooks)
+        self._extra_env = env or {}
+        self._proc: subprocess.Popen | None = None
+        self._log = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def _environment(self) -> dict:
+        jupyter = self.workdir / "jupyter"
+        config, data, runtime = jupyter / "config", jupyter / "data", jupyter / "runtime"
+        for d in (config, data, runtime, jupyter / "ipython"):
+            d.mkdir(parents=True, exist_ok=True)
+        (config / "jupyter_server_config.json").write_text(json.dumps({
+            "LabApp": {
+                "news_url": None,
+                "check_for_updates_class":
+                    "jupyterlab.handlers.announcements.NeverCheckForUpdate",
+            },
+        }))
+        settings = config / "lab" / "user-settings"
+        for relpath, values in LAB_USER_SETTINGS.items():
+            path = settings / relpath
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(values))
+
+        env = dict(os.environ)
+        # `make test` sets MPLBACKEND=Agg for pytest; inherited by the kernel it would stop
+        # ipykernel from choosing the inline backend, and no figure would be shown.
+        env.pop("MPLBACKEND", None)
+        env.update({
+            "IPU_EMULATOR_DATA": "sample",
+            "JUPYTER_CONFIG_DIR": str(config),
+            "JUPYTER_DATA_DIR": str(data),
+            "JUPYTER_RUNTIME_DIR": str(runtime),
+            "IPYTHONDIR": str(jupyter / "ipython"),
+            "JUPYTER_PLATFORM_DIRS": "1",
+            "PYTHONUNBUFFERED": "1",
+        })
+        env.update(self._extra_env)
+        return env
+
+    def start(self, timeout: float = SERVER_START_TIMEOUT, attempts: int = 3) -> "LabServer":
+        """Copy the notebooks, start JupyterLab and wait until it answers.  If the free port
+        it was given is taken meanwhile, try again on another one."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(self._notebooks, self.root_dir,
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+        env = self._environment()
+        for attempt in range(1, attempts + 1):
+            self._launch(env)
+            try:
+                self._wait_until_up(timeout)
+                return self
+            except RuntimeError:
+                self.stop()
+                if attempt == attempts or "already in use" not in self.log_tail():
+                    raise
+                self.port = free_port()
+                self.url = f"http://127.0.0.1:{self.port}/"
+            except BaseException:
+                self.stop()
+                raise
+        return self
+
+    def _launch(self, env: dict) -> None:
+        cmd = [
+            sys.executable, "-m", "jupyter", "lab",
+            "--no-browser",
+            "--ServerApp.open_browser=False",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={self.port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={self.root_dir}",
+            "--ServerApp.terminals_enabled=False",
+            "--LabApp.extension_manager=readonly",    # no PyPI queries from the server
+        ]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            cmd.append("--allow-root")                # CI and containers run as root
+        self._log = open(self.log_path, "ab")
+        self._proc = subprocess.Popen(cmd, cwd=self.root_dir, env=env,
+                                      stdout=self._log, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def _wait_until_up(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        status = f"{self.url}api/status"
+        while True:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"JupyterLab exited with code {self._proc.returncode} "
+                                   f"before it answered:\n{self.log_tail()}")
+            try:
+                request = urllib.request.Request(
+                    status, headers={"Authorization": f"token {self.token}"})
+                with urllib.request.urlopen(request, timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"JupyterLab did not answer on {self.url} within "
+                                   f"{timeout:.0f} s:\n{self.log_tail()}")
+            time.sleep(0.25)
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """Shut the kernels and the server down: through the API first, then SIGTERM, then
+        SIGKILL to the server's process group (kernels run in sessions of their own, which is
+        why they are shut down first)."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            try:
+                self.shutdown_kernels()
+            except (urllib.error.URLError, ConnectionError, OSError, ValueError):
+                pass
+            try:
+                self.api("api/shutdown", method="POST", timeout=5)
+            except (urllib.error.URLError, ConnectionError, OSError, ValueError):
+                pass
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self._signal_group(proc, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self._signal_group(proc, signal.SIGKILL)
+                    proc.wait(timeout=10)
+        self._proc = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    @staticmethod
+    def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+        # Only while our server is alive: its group's id is its own pid (start_new_session).
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def __enter__(self) -> "LabServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- REST API ---------------------------------------------------------------------------
+    def api(self, path: str, method: str = "GET", timeout: float = 10.0):
+        """Call the server's REST API (``path`` like ``"api/sessions"``); parsed JSON or None."""
+        request = urllib.request.Request(
+            f"{self.url}{path}", method=method, data=b"" if method != "GET" else None,
+            headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            body = response.read()
+        return json.loads(body) if body else None
+
+    def shutdown_kernels(self) -> None:
+        """End every session and kernel, so the next notebook opened starts on a new kernel."""
+        if self._proc is None or self._proc.poll() is not None:
+            return
+        for session in self.api("api/sessions"):
+            self.api(f"api/sessions/{session['id']}", method="DELETE", timeout=30)
+        for kernel in self.api("api/kernels"):
+            self.api(f"api/kernels/{kernel['id']}", method="DELETE", timeout=30)
+
+    # -- URLs -------------------------------------------------------------------------------
+    def lab_url(self, path: str = "", reset: bool = True) -> str:
+        query = f"token={self.token}" + ("&reset" if reset else "")
+        return f"{self.url}lab/tree/{path}?{query}" if path else f"{self.url}lab?{query}"
+
+
+def launch_chromium(playwright, executable: str | None = None, **kwargs):
+    """Headless Chromium through Playwright (``playwright.sync_api``), with the closed-network
+    flags.  Playwright launches each browser with a fresh, empty ``--user-data-dir``."""
+    return playwright.chromium.launch(
+        executable_path=executable or chromium_executable(),
+        headless=True,
+        chromium_sandbox=False,
+        args=CHROMIUM_ARGS,
+        **kwargs,
+    )
+
+
+# -- notebook helpers -----------------------------------------------------------------------
+
+def notebook_panel(page):
+    """The notebook panel that is shown (the current tab of the main area)."""
+    return page.locator(".jp-NotebookPanel:visible").first
+
+
+_KERNEL_IDLE_JS = """
+panel => {
+  // A "Select Kernel" dialog (should not appear: autoStartDefaultKernel) is accepted.
+  const dialog = document.querySelector('.jp-Dialog');
+  if (dialog && /Select Kernel/.test(dialog.textContent)) {
+    dialog.querySelector('.jp-mod-accept')?.click();
+    return false;
+  }
+  const name = panel.querySelector('.jp-KernelName')?.textContent.trim();
+  const status = panel.querySelector('.jp-Notebook-ExecutionIndicator')?.getAttribute('data-status');
+  return !!name && name !== 'No Kernel' && status === 'idle';
+}
+"""
+
+
+def wait_for_kernel_idle(page, timeout: int = KERNEL_IDLE_TIMEOUT) -> None:
+    """Wait until the shown notebook has a kernel (not "No Kernel") and it is idle."""
+    panel = notebook_panel(page)
+    panel.locator(".jp-Notebook-ExecutionIndicator").wait_for(timeout=timeout)
+    page.wait_for_function(_KERNEL_IDLE_JS, arg=panel.element_handle(), timeout=timeout,
+                           polling=100)
+
+
+def open_notebook(page, lab: LabServer, name: str, timeout: int = KERNEL_IDLE_TIMEOUT):
+    """Open ``notebooks/<name>`` in JupyterLab, wait for its kernel to be idle, return its panel."""
+    page.goto(lab.lab_url(name), wait_until="domcontentloaded", timeout=timeout)
+    panel = notebook_panel(page)
+    panel.wait_for(timeout=timeout)
+    panel.locator(".jp-Cell").first.wait_for(timeout=timeout)
+    wait_for_kernel_idle(page, timeout)
+    return panel
+
+
+def code_cells(page):
+    return notebook_panel(page).locator(".jp-Notebook .jp-CodeCell")
+
+
+def code_cell(page, index: int):
+    """One code cell, by its index among the notebook's code cells."""
+    return code_cells(page).nth(index)
+
+
+def cell_outputs(page, index: int):
+    """The output area of one code cell (index among code cells)."""
+    return code_cell(page, index).locator(".jp-OutputArea")
+
+
+_CELL_STATES_JS = """
+([panel, traceback]) => {
+  const isTraceback = new RegExp(traceback, 'm');
+  return [...panel.querySelectorAll('.jp-Notebook .jp-CodeCell')].map(cell => {
+    const prompt = cell.querySelector('.jp-InputArea-prompt')?.textContent.trim() || '';
+    const count = Number((prompt.match(/\\[(\\d+)\\]/) || [0, 0])[1]);
+    const error = [...cell.querySelectorAll(
+        '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')]
+        .some(o => isTraceback.test(o.textContent));
+    return {running: prompt.includes('*'), count, error};
+  });
+}
+"""
+
+_ALL_EXECUTED_JS = """
+([panel, traceback, started]) => {
+  const status = panel.querySelector('.jp-Notebook-ExecutionIndicator')?.getAttribute('data-status');
+  if (status !== 'idle') return false;
+  const cells = (%s)([panel, traceback]);
+  if (cells.some(c => c.running)) return false;
+  // Done when every code cell ran again, or when the run stopped at a cell that raised.
+  return cells.every(c => c.count > started) || cells.some(c => c.count > started && c.error);
+}
+""" % _CELL_STATES_JS.strip()
+
+
+def cell_states(page) -> list[dict]:
+    """For each code cell: ``{"running": bool, "count": execution count or 0, "error": bool}``."""
+    return page.evaluate(_CELL_STATES_JS, [notebook_panel(page).element_handle(),
+                                           TRACEBACK_PATTERN])
+
+
+def click_menu(page, menu: str, item: str) -> None:
+    """Choose ``menu > item`` from JupyterLab's menu bar (e.g. ``"Run", "Run All Cells"``)."""
+    page.locator("#jp-menu-panel .lm-MenuBar-itemLabel", has_text=re.compile(
+        rf"^{re.escape(menu)}$")).click()
+    page.locator(".lm-Menu:visible .lm-Menu-itemLabel", has_text=re.compile(
+        rf"^{re.escape(item)}$")).click()
+
+
+def run_all_cells(page, timeout: int = RUN_ALL_TIMEOUT) -> None:
+    """``Run > Run All Cells``; return when every code cell ran (or one raised) and the
+    kernel is idle again."""
+    panel = notebook_panel(page)
+    wait_for_kernel_idle(page)
+    started = max((c["count"] for c in cell_states(page)), default=0)
+    click_menu(page, "Run", "Run All Cells")
+    page.wait_for_function(_ALL_EXECUTED_JS, arg=[panel.element_handle(), TRACEBACK_PATTERN,
+                                                  started],
+                           timeout=timeout, polling=250)
+
+
+def run_cell(page, index: int, timeout: int = RUN_ALL_TIMEOUT) -> None:
+    """Run one code cell (Ctrl+Enter in its editor) and wait until it finished."""
+    cell = code_cell(page, index)
+    prompt = cell.locator(".jp-InputArea-prompt")
+    before = prompt.text_content() or ""
+    cell.locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Control+Enter")
+    page.wait_for_function(
+        """([p, before]) => { const t = p.textContent.trim();
+                              return !t.includes('*') && /\\[\\d+\\]/.test(t) && t !== before; }""",
+        arg=[prompt.element_handle(), before.strip()], timeout=timeout, polling=250)
+    wait_for_kernel_idle(page)
+
+
+def stderr_outputs(page):
+    """Locator of every output rendered as stderr: stream stderr *and* error tracebacks."""
+    return notebook_panel(page).locator(
+        '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')
+
+
+def error_outputs(page) -> list[str]:
+    """Texts of the outputs that are errors (tracebacks).  JupyterLab renders both stderr
+    streams and errors with the stderr MIME type; only those holding a traceback count, so
+    warnings printed to stderr are not errors."""
+    texts = stderr_outputs(page).all_text_contents()
+    return [t for t in texts if _TRACEBACK.search(t)]
+
+
+def output_images(page):
+    """Locator of the images (e.g. matplotlib figures) rendered in output areas."""
+    return notebook_panel(page).locator(".jp-OutputArea-output img")
+
+
+# -- ipywidgets -----------------------------------------------------------------------------
+
+def widget_dropdown(page, description: str):
+    """The ``<select>`` of the ipywidgets ``Dropdown`` whose description is ``description``."""
+    return notebook_panel(page).locator(".widget-dropdown").filter(
+        has=page.locator("label", has_text=re.compile(rf"^\s*{re.escape(description)}\s*$"))
+    ).locator("select")
+
+
+def select_dropdown(page, description: str, option: str) -> None:
+    """Choose ``option`` (its label) in the Dropdown described ``description``."""
+    widget_dropdown(page, description).select_option(label=option)
+
+
+def image_src(image) -> str:
+    """The ``src`` of an ``img`` locator (ipywidgets' Image gets a new blob URL per value)."""
+    return image.get_attribute("src") or ""
+
+
+def wait_for_image_change(image, old_src: str, timeout: int = KERNEL_IDLE_TIMEOUT) -> None:
+    """Wait until an ``img`` shows a different, fully loaded picture than ``old_src``."""
+    image.page.wait_for_function(
+        "([img, old]) => img.src !== old && img.complete && img.naturalWidth > 0",
+        arg=[image.element_handle(), old_src], timeout=timeout, polling=100)
+
+
+def save_notebook(page) -> None:
+    """``File > Save Notebook`` and wait until the document is no longer dirty."""
+    click_menu(page, "File", "Save Notebook")
+    page.locator(".jp-mod-current.jp-mod-dirty").wait_for(state="detached", timeout=30_000)
+
+
+def saved_notebook(lab: LabServer, name: str) -> dict:
+    """The notebook's JSON as last saved in the server's copy of ``notebooks/``."""
+    return json.loads((lab.root_dir / name).read_text())
+
+
+# -- screenshots ----------------------------------------------------------------------------
+
+def screenshot(target, path: str | os.PathLike | None = None) -> bytes:
+    """PNG bytes of a ``Locator`` (just that element) or a ``Page``; also written to ``path``."""
+    kwargs = {"path": str(path)} if path is not None else {}
+    if hasattr(target, "goto"):                              # a Page
+        return target.screenshot(full_page=True, **kwargs)
+    target.scroll_into_view_if_needed()
+    return target.screenshot(animations="disabled", **kwargs)
+
+
+def _decode_png(png: bytes):
+    """PNG bytes -> uint8 array (H, W, 4): Pillow if present, else matplotlib.image."""
+    import numpy as np
+    try:
+        from PIL import Image
+    except ImportError:
+        import matplotlib.image as mpimg
+        array = mpimg.imread(io.BytesIO(png), format="png")
+        if array.dtype != np.uint8:
+            array = np.round(array * 255).astype(np.uint8)
+        if array.ndim == 2:
+            array = np.stack([array] * 3, axis=-1)
+        if array.shape[-1] == 3:
+            array = np.concatenate(
+                [array, np.full(array.shape[:2] + (1,), 255, np.uint8)], axis=-1)
+        return array
+    with Image.open(io.BytesIO(png)) as image:
+        return np.asarray(image.convert("RGBA"))
+
+
+def pixel_difference(png_a: bytes, png_b: bytes, tolerance: int = 8) -> float:
+    """Fraction of pixels (0..1) whose colour differs by more than ``tolerance`` (0..255) in
+    any channel.  Images of different sizes count as completely different (1.0)."""
+    a, b = _decode_png(png_a), _decode_png(png_b)
+    if a.shape != b.shape:
+        return 1.0
+    import numpy as np
+    diff = np.abs(a.astype(np.int16) - b.astype(np.int16)).max(axis=-1) > tolerance
+    return float(diff.mean())
+
+
+def images_differ(png_a: bytes, png_b: bytes, threshold: float = 0.001) -> bool:
+    """True when more than ``threshold`` of the pixels changed (default 0.1 %)."""
+    return pixel_difference(png_a, png_b) > threshold
