@@ -1,0 +1,111 @@
+"""What the pipeline playground computes, without any widget: a configuration in, a simulated
+timeline (or the error the SDK would report) out.
+
+Keeping this pure makes the widget a thin view (controls -> ``simulate`` -> drawing) and lets
+tests and scripts use the same logic:
+
+    >>> result = simulate(PlaygroundConfig(schedule="interleaved"))
+    >>> result.error is None, result.timeline.metrics.makespan > 0
+    (True, True)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Optional, Tuple
+
+from ipu_emulator import costs, pipeline
+from ipu_emulator.timeline import Timeline
+
+SCHEDULES = ("grouped", "interleaved", "sequential", "gpipe", "1f1b", "interleaved-1f1b",
+             "zero-bubble")
+IPU_VERSIONS = ("ipu1", "ipu2", "ipu21")
+
+
+@dataclass(frozen=True)
+class PlaygroundConfig:
+    """One point in the playground's control space (defaults: the pipelining tutorial)."""
+
+    model: str = "tutorial-mlp"
+    splits: Tuple[str, ...] = ("dense128", "dense64", "dense32")
+    schedule: str = "grouped"
+    repeat_count: int = 1
+    gradient_accumulation_count: int = 16
+    batch_size: int = 32
+    replicas: int = 1
+    recompute: bool = False
+    ipu_version: str = "ipu2"
+    # Unit costs show the schedule's shape as Graphcore's diagrams do; real costs are a tick away.
+    unit_cost: bool = True
+
+    @property
+    def num_stages(self) -> int:
+        return len(self.splits) + 1
+
+    def with_changes(self, **changes) -> "PlaygroundConfig":
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class PlaygroundResult:
+    config: PlaygroundConfig
+    timeline: Optional[Timeline] = None
+    error: Optional[str] = None
+    stages: Tuple[costs.StageCost, ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def layer_names(model: str) -> Tuple[str, ...]:
+    """Names of the layers a split may start at (every layer but the first)."""
+    return tuple(layer.name for layer in costs.builtin_model(model))[1:]
+
+
+def ordered_splits(model: str, splits) -> Tuple[str, ...]:
+    """Splits in model order, whatever order they were picked in."""
+    order = {name: index for index, name in enumerate(layer_names(model))}
+    return tuple(sorted(set(splits), key=lambda name: order.get(name, len(order))))
+
+
+def simulate(config: PlaygroundConfig) -> PlaygroundResult:
+    """Simulate one configuration; every failure becomes ``result.error`` (never raised).
+
+    Errors carry the SDK's own wording where the SDK would have refused the configuration
+    (gradient accumulation count rules, too few stages), so learners meet the real messages.
+    """
+    try:
+        layers = costs.builtin_model(config.model)
+        # Recomputation is the simulator's to apply (an extra forward action); costing it
+        # here as well would count the second forward twice.
+        stages = tuple(costs.stage_costs(
+            layers, ordered_splits(config.model, config.splits), config.batch_size))
+        timeline = pipeline.simulate_pipeline(
+            stages,
+            schedule=config.schedule,
+            gradient_accumulation_count=config.gradient_accumulation_count,
+            repeat_count=config.repeat_count,
+            replicas=config.replicas,
+            target=config.ipu_version,
+            batch_size=config.batch_size,
+            recompute=config.recompute,
+            unit_cost=config.unit_cost,
+            title=describe(config))
+    except Exception as error:  # pylint: disable=broad-except  (shown to the learner instead)
+        return PlaygroundResult(config=config, error=_message(error))
+    return PlaygroundResult(config=config, timeline=timeline, stages=stages)
+
+
+def _message(error: Exception) -> str:
+    text = getattr(error, "message", None) or str(error) or type(error).__name__
+    kind = getattr(error, "sdk_error", None) or type(error).__name__
+    return f"{kind}: {text}"
+
+
+def describe(config: PlaygroundConfig) -> str:
+    stages = config.num_stages
+    return (f"{config.schedule}, {stages} stage{'s' if stages != 1 else ''}, "
+            f"GA count {config.gradient_accumulation_count}, repeat {config.repeat_count}, "
+            f"{config.replicas} replica{'s' if config.replicas != 1 else ''}, "
+            f"{config.ipu_version}{', recompute' if config.recompute else ''}"
+            f"{', unit cost' if config.unit_cost else ''}")
