@@ -23,7 +23,11 @@ def main(argv=None) -> int:
     if options.command == "run":
         return runner.run(options)
     if options.command == "simulate":
-        return simulate_cli.run(options)
+        try:
+            return simulate_cli.run(options)
+        except BrokenPipeError:  # e.g. `... --json | head`: the reader has all it wanted
+            sys.stdout = None  # nothing more can reach the closed pipe, not even at exit
+            return 0
     parser.error("unknown command %r" % options.command)
     return 2
 

@@ -32,7 +32,7 @@ KIND_COLOURS: Dict[str, str] = {
     "stream_copy": "#56B4E9",  # sky blue
     "host": "#999999",  # grey
 }
-_OTHER_COLOUR = "#F0E442"  # yellow, for kinds a later simulator may add
+OTHER_COLOUR = "#F0E442"  # yellow, for kinds a later simulator may add
 
 # Pipeline phases are shaded behind the lanes, light enough not to hide the bubbles.
 PHASE_COLOURS: Dict[str, str] = {
@@ -106,16 +106,16 @@ def plot_timeline(timeline: Timeline, ax=None, title: Optional[str] = None, time
         bars.setdefault((e.lane, e.kind), []).append((e.start * scale, (e.end - e.start) * scale))
     labelled = _labels_actions(timeline)
     for (lane, kind), xranges in bars.items():
-        colour = KIND_COLOURS.get(kind, _OTHER_COLOUR)
+        colour = KIND_COLOURS.get(kind, OTHER_COLOUR)
         # An edge in the bar's own colour keeps events narrower than a pixel visible when a
         # whole epoch is drawn; at zoomed-in scales it is imperceptible.  A small pipeline
         # gets white edges instead, so back-to-back actions stay distinguishable.
-        edge = "white" if labelled and kind in _PIPELINE_ACTION_KINDS else colour
+        edge = "white" if labelled and kind in PIPELINE_ACTION_KINDS else colour
         ax.broken_barh(xranges, (row_of[lane] - 0.4, 0.8), facecolors=colour,
                        edgecolors=edge, linewidth=0.6, zorder=_KIND_LAYER.get(kind, 2))
     if labelled:  # micro-batch numbers in the boxes, as in Graphcore's pipeline diagrams
         for e in timeline.events:
-            if e.kind in _PIPELINE_ACTION_KINDS and e.micro_batch is not None and e.end > e.start:
+            if e.kind in PIPELINE_ACTION_KINDS and e.micro_batch is not None and e.end > e.start:
                 # "w": the weight-gradient half of a split backward (zero-bubble's 1W3).
                 label = f"w{e.micro_batch}" if "W" in e.name else str(e.micro_batch)
                 ax.text((e.start + e.end) / 2 * scale, row_of[e.lane], label,
@@ -135,7 +135,7 @@ def plot_timeline(timeline: Timeline, ax=None, title: Optional[str] = None, time
     ax.set_xlabel(f"{timeline.clock} ({unit})" if unit else timeline.clock)
     ax.set_title(title if title is not None else timeline.title,
                  pad=14 if getattr(timeline, "phases", None) else None)
-    handles = [Patch(facecolor=KIND_COLOURS.get(k, _OTHER_COLOUR), label=k.replace("_", " "))
+    handles = [Patch(facecolor=KIND_COLOURS.get(k, OTHER_COLOUR), label=k.replace("_", " "))
                for k in timeline.kinds_present()]
     if handles:
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small",
@@ -149,7 +149,7 @@ def _shade_phases(ax, timeline: Timeline, scale: float) -> None:
     top = len(timeline.lanes) - 0.5
     span = max(timeline.metrics.makespan * scale, 1e-12)
     for name, start, end in phases:
-        ax.axvspan(start * scale, end * scale, color=PHASE_COLOURS.get(name, _OTHER_COLOUR),
+        ax.axvspan(start * scale, end * scale, color=PHASE_COLOURS.get(name, OTHER_COLOUR),
                    alpha=0.12, linewidth=0, zorder=0)
         wide_enough = (end - start) * scale > 0.04 * span
         if len(phases) <= _MAX_LABELLED_PHASES and wide_enough:
@@ -157,7 +157,7 @@ def _shade_phases(ax, timeline: Timeline, scale: float) -> None:
                     fontsize="x-small", color="#333333", clip_on=False)
 
 
-_PIPELINE_ACTION_KINDS = frozenset({"forward", "backward", "recompute"})
+PIPELINE_ACTION_KINDS = frozenset({"forward", "backward", "recompute"})
 _MAX_LABELLED_ACTIONS = 300
 
 
@@ -165,7 +165,7 @@ def _labels_actions(timeline: Timeline) -> bool:
     """Label pipeline actions with their micro-batch when there are few enough to read."""
     if not getattr(timeline, "phases", None):
         return False
-    count = sum(1 for e in timeline.events if e.kind in _PIPELINE_ACTION_KINDS)
+    count = sum(1 for e in timeline.events if e.kind in PIPELINE_ACTION_KINDS)
     return 0 < count <= _MAX_LABELLED_ACTIONS
 
 
@@ -345,14 +345,15 @@ def save_chrome_trace(timeline: Timeline, path) -> str:
 
 
 def to_dict(timeline: Timeline) -> dict:
-    """The timeline as JSON-friendly plain data (times in simulated seconds)."""
+    """The timeline as JSON-friendly plain data (times in simulated seconds, or in time
+    steps for a unit-cost timeline: ``time_unit`` says which)."""
     metrics = asdict(timeline.metrics)
     metrics["host_overhead_fraction"] = timeline.metrics.host_overhead_fraction
     metrics["mean_utilisation"] = timeline.metrics.mean_utilisation
     return {
         "title": timeline.title,
         "clock": timeline.clock,
-        "time_unit": "s",
+        "time_unit": "step" if timeline.clock == UNIT_CLOCK else "s",
         "lanes": list(timeline.lanes),
         "events": [
             {"lane": e.lane, "ipu": e.ipu, "stage": e.stage, "kind": e.kind, "name": e.name,
@@ -376,6 +377,8 @@ __all__ = [
     "to_chrome_trace",
     "save_chrome_trace",
     "to_dict",
+    "pick_time_unit",
+    "time_unit_scale",
 ]
 
 

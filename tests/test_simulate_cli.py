@@ -31,6 +31,7 @@ def test_unit_cost_json_gives_the_tutorials_first_backward_end(schedule, end):
     for event in data["events"]:
         assert {"ipu", "stage", "kind", "micro_batch", "start", "end"} <= set(event)
     assert data["metrics"]["makespan"] == 22
+    assert (data["clock"], data["time_unit"]) == ("unit time steps", "step")
     assert data["metrics"]["bubble_fraction"] == pytest.approx(3 / 11)
     assert set(data["metrics"]["utilisation"]) == {"0", "1", "2", "3"}
     assert data["metrics"]["peak_in_flight"]["0"] == (7 if schedule == "grouped" else 4)
@@ -47,6 +48,7 @@ def test_model_json_has_throughput_memory_and_phases(tmp_path):
                          "--repeat-count", "2", "--replicas", "2", "--ipu-version", "ipu2",
                          "--recompute", "--perfetto", str(trace_file))
     metrics = data["metrics"]
+    assert (data["clock"], data["time_unit"]) == ("simulated IPU time", "s")
     assert metrics["samples_per_second"] > 0
     assert metrics["effective_batch_size"] == 2 * 32 * 12
     assert set(metrics["peak_memory_bytes"]) == {str(i) for i in range(6)}

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from widgets import PipelinePlayground, PlaygroundConfig, simulate
 from widgets.playground_model import IPU_VERSIONS, SCHEDULES, layer_names
 
-PNG_MAGIC = b"\x89PNG"
+SVG_START = "<svg"
 
 
 @pytest.fixture
@@ -27,18 +27,18 @@ def test_importing_widgets_does_not_import_tensorflow():
 
 def test_initial_state_shows_a_trace_and_metrics(playground):
     assert playground.results[0].ok
-    assert bytes(playground.image.value).startswith(PNG_MAGIC)
+    assert playground.trace.value.startswith(SVG_START)
     assert "makespan" in playground.metrics.value
     assert playground.message.value == ""
     assert playground.results[0].config == PlaygroundConfig()
 
 
 def test_changing_the_schedule_redraws(playground):
-    before_image, before_count = bytes(playground.image.value), playground.redraw_count
+    before_image, before_count = playground.trace.value, playground.redraw_count
     playground.controls.schedule.value = "interleaved"
     assert playground.results[0].config.schedule == "interleaved"
     assert playground.redraw_count == before_count + 1
-    assert bytes(playground.image.value) != before_image
+    assert playground.trace.value != before_image
     assert "interleaved" in playground.metrics.value
 
 
@@ -61,12 +61,12 @@ def test_each_control_reaches_the_simulated_configuration(playground):
 
 
 def test_invalid_combination_shows_the_sdk_message_and_keeps_the_last_trace(playground):
-    valid_image = bytes(playground.image.value)
+    valid_image = playground.trace.value
     playground.controls.gradient_accumulation_count.value = 6   # grouped, 4 stages: needs 8k
     assert not playground.results[0].ok
     assert "must be a multiple of 8, but it is 6" in playground.message.value
     assert "last valid" in playground.message.value
-    assert bytes(playground.image.value) == valid_image
+    assert playground.trace.value == valid_image
     playground.controls.gradient_accumulation_count.value = 16
     assert playground.results[0].ok and playground.message.value == ""
 
@@ -77,10 +77,10 @@ def test_one_stage_is_refused_with_the_sdk_message(playground):
 
 
 def test_compare_mode_simulates_two_configurations(playground):
-    single_height_image = bytes(playground.image.value)
+    single_height_image = playground.trace.value
     playground.compare.value = True
     assert [r.config.schedule for r in playground.results] == ["grouped", "interleaved"]
-    assert bytes(playground.image.value) != single_height_image
+    assert playground.trace.value != single_height_image
     assert playground.metrics.value.count("<tr>") == 3  # header + A + B
     playground.compare_controls.schedule.value = "sequential"
     assert playground.results[1].config.schedule == "sequential"
@@ -124,4 +124,4 @@ def test_random_control_sequences_never_raise(changes):
         result = playground.results[0]
         # Either a fresh trace or the SDK's reason why not; never both missing.
         assert result.ok or playground.message.value
-        assert bytes(playground.image.value).startswith(PNG_MAGIC)
+        assert playground.trace.value.startswith(SVG_START)

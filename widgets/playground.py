@@ -11,16 +11,15 @@ error text and keeps the last valid trace; the widget never raises.
 """
 from __future__ import annotations
 
-import io
 import traceback
 from html import escape
 from typing import List, Optional
 
 import ipywidgets as w
 
-from ipu_emulator import trace
+from ipu_emulator import trace, trace_svg
 from ipu_emulator.hardware import get_target
-from ipu_emulator.timeline import UNIT_CLOCK, Timeline
+from ipu_emulator.timeline import Timeline
 from .playground_model import (IPU_VERSIONS, SCHEDULES, PlaygroundConfig, PlaygroundResult,
                                layer_names, ordered_splits, simulate)
 
@@ -93,7 +92,7 @@ class ConfigControls(w.VBox):
 
 
 class PipelinePlayground(w.VBox):
-    """Controls, the simulated trace (PNG), a metrics table and a message line."""
+    """Controls, the simulated trace (SVG), a metrics table and a message line."""
 
     def __init__(self, config: Optional[PlaygroundConfig] = None,
                  compare_with: Optional[PlaygroundConfig] = None, compare: bool = False):
@@ -101,11 +100,11 @@ class PipelinePlayground(w.VBox):
         compare_with = compare_with or config.with_changes(schedule="interleaved")
         self.controls = ConfigControls(config, title="configuration A")
         self.compare_controls = ConfigControls(compare_with, title="configuration B")
-        self.compare = w.Checkbox(value=compare or compare_with is not config and False,
-                                  description="compare with a second configuration",
+        self.compare = w.Checkbox(value=compare, description="compare with a second configuration",
                                   indent=False)
-        self.compare.value = compare
-        self.image = w.Image(format="png", layout=w.Layout(max_width="100%"))
+        # Inline SVG in an HTML widget (not an Image) so the boxes' hover tooltips work.
+        self.trace = w.HTML(layout=w.Layout(overflow="auto"))
+        self.trace.add_class("ipu-playground-trace")
         self.metrics = w.HTML()
         self.message = w.HTML()
         self.results: List[PlaygroundResult] = []
@@ -116,7 +115,7 @@ class PipelinePlayground(w.VBox):
         self.compare.observe(self._on_change, names="value")
         self._second_panel = w.VBox([self.compare_controls])
         super().__init__([self.controls, self.compare, self._second_panel, self.message,
-                          self.image, self.metrics])
+                          self.trace, self.metrics])
         self.refresh()
 
     # -- reading the controls -----------------------------------------------------------
@@ -143,7 +142,7 @@ class PipelinePlayground(w.VBox):
                 return
             self.message.value = ""
             self.last_valid = list(self.results)
-            self.image.value = render_png([r.timeline for r in self.results])
+            self.trace.value = render_svg([r.timeline for r in self.results])
             self.metrics.value = metrics_html(self.results)
             self.redraw_count += 1
         except Exception:  # pylint: disable=broad-except  (a widget must not break the kernel)
@@ -152,45 +151,23 @@ class PipelinePlayground(w.VBox):
                 keeps_last=bool(self.last_valid))
 
 
-def render_png(timelines: List[Timeline], width_inches: float = 11.0) -> bytes:
-    """Draw timelines stacked on one shared simulated-time axis into PNG bytes.
+def render_svg(timelines: List[Timeline], width: int = 960) -> str:
+    """Draw timelines stacked on one shared simulated-time axis as inline SVG.
 
-    Uses a bare ``Figure`` (no pyplot) so nothing is also shown by the notebook's inline
-    backend, and so redraws do not accumulate open figures.
+    SVG text takes milliseconds where matplotlib takes a few hundred, so the trace keeps up
+    with a dragged slider; hovering over a box names it.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    heights = [len(t.lanes) + 1.6 for t in timelines]
-    figure = Figure(figsize=(width_inches, 0.42 * sum(heights) + 0.6))
-    FigureCanvasAgg(figure)
-    axes = figure.subplots(len(timelines), 1, squeeze=False,
-                           gridspec_kw={"height_ratios": heights})[:, 0]
     # The host's launch of the engine run (about 1 ms) would dwarf a small pipeline, so the
     # view starts where the IPUs start; the title says what was left out.
     start = min(_first_ipu_event(t) for t in timelines)
-    longest = max(t.metrics.makespan for t in timelines)
-    unit = trace.pick_time_unit(longest - start)
-    scale = trace.time_unit_scale(unit) if not _is_unit_cost(timelines[0]) else 1.0
-    for ax, timeline in zip(axes, timelines):
-        trace.plot_timeline(timeline, ax=ax, time_unit=unit)
-        ax.set_xlim(start * scale, longest * scale)
-        if start > 0:
-            ax.set_title(f"{timeline.title}  (after the host's {trace.format_seconds(start)} "
-                         "engine-run launch)", fontsize="medium")
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=80)
-    return buffer.getvalue()
+    titles = [t.title + (f"  ({trace_svg.launch_note(start)})" if start > 0 else "")
+              for t in timelines]
+    return trace_svg.timeline_svg(timelines, width=width, start=start, titles=titles)
 
 
 def _first_ipu_event(timeline: Timeline) -> float:
     starts = [e.start for e in timeline.events if e.ipu is not None]
     return min(starts) if starts else 0.0
-
-
-def _is_unit_cost(timeline: Timeline) -> bool:
-    return timeline.clock == UNIT_CLOCK
 
 
 def metrics_html(results: List[PlaygroundResult]) -> str:

@@ -39,7 +39,9 @@ The helpers below take a Playwright ``Page`` (and return ``Locator`` objects):
     (the notebook JSON as JupyterLab saved it: ``output_type == "error"`` is exact).
 ipywidgets: ``widget_dropdown(page, description)`` (the ``<select>``),
     ``select_dropdown(page, description, option_label)``, ``image_src(img)`` and
-    ``wait_for_image_change(img, old_src)`` (ipywidgets' Image gets a new blob URL per value).
+    ``wait_for_image_change(img, old_src)`` (ipywidgets' Image gets a new blob URL per value),
+    ``widget_html(page, css_class)`` and ``wait_for_html_change(element, old_html)`` for an
+    HTML widget (the playground draws its trace as inline SVG in one).
 
 Example (what a widget test looks like; ``test_harness_drives_a_widget`` does this)::
 
@@ -478,9 +480,10 @@ def widget_dropdown(page, description: str):
     ).locator("select")
 
 
-def select_dropdown(page, description: str, option: str) -> None:
-    """Choose ``option`` (its label) in the Dropdown described ``description``."""
-    widget_dropdown(page, description).select_option(label=option)
+def select_dropdown(page, description: str, option: str, index: int = 0) -> None:
+    """Choose ``option`` (its label) in the ``index``-th Dropdown described ``description``
+    (counted in page order: a notebook may show the same widget more than once)."""
+    widget_dropdown(page, description).nth(index).select_option(label=option)
 
 
 def image_src(image) -> str:
@@ -493,6 +496,18 @@ def wait_for_image_change(image, old_src: str, timeout: int = KERNEL_IDLE_TIMEOU
     image.page.wait_for_function(
         "([img, old]) => img.src !== old && img.complete && img.naturalWidth > 0",
         arg=[image.element_handle(), old_src], timeout=timeout, polling=100)
+
+
+def widget_html(page, css_class: str):
+    """The element of the ipywidgets ``HTML`` widget given ``add_class(css_class)``."""
+    return notebook_panel(page).locator(f".{css_class}").first
+
+
+def wait_for_html_change(element, old_html: str, timeout: int = KERNEL_IDLE_TIMEOUT) -> None:
+    """Wait until an element's inner HTML differs from ``old_html`` (a widget redrew)."""
+    element.page.wait_for_function(
+        "([el, old]) => el.innerHTML !== old", arg=[element.element_handle(), old_html],
+        timeout=timeout, polling=100)
 
 
 def save_notebook(page) -> None:

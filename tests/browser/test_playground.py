@@ -1,0 +1,50 @@
+"""The pipeline playground as a learner meets it: notebook 00 in JupyterLab, in Chromium.
+
+Choosing another schedule in the widget must redraw the trace the learner sees (compared as
+screenshots, so a redraw that changed nothing visible fails), and an invalid gradient
+accumulation count must show the SDK's message while the last valid trace stays.
+"""
+import pytest
+
+from lab_driver import (error_outputs, images_differ, notebook_panel, open_notebook,
+                        pixel_difference, run_all_cells, screenshot, select_dropdown,
+                        wait_for_html_change, widget_html)
+
+pytestmark = pytest.mark.browser
+
+NOTEBOOK = "00_pipeline_playground.ipynb"
+TRACE_CLASS = "ipu-playground-trace"
+
+
+def test_changing_the_schedule_redraws_the_trace(page, lab, tmp_path):
+    open_notebook(page, lab, NOTEBOOK)
+    run_all_cells(page)
+    assert error_outputs(page) == []
+
+    trace = widget_html(page, TRACE_CLASS)
+    trace.locator("svg").wait_for(state="visible")
+    assert "grouped" in trace.inner_text()
+    before_html = trace.inner_html()
+    before = screenshot(trace, tmp_path / "grouped.png")
+
+    select_dropdown(page, "schedule", "interleaved")
+    wait_for_html_change(trace, before_html)
+    after = screenshot(trace, tmp_path / "interleaved.png")
+    assert "interleaved" in trace.inner_text()
+    assert images_differ(before, after), "the trace looks the same after changing the schedule"
+
+
+def test_an_invalid_count_shows_the_sdk_message_and_keeps_the_trace(page, lab, tmp_path):
+    open_notebook(page, lab, NOTEBOOK)
+    run_all_cells(page)
+    trace = widget_html(page, TRACE_CLASS)
+    trace.locator("svg").wait_for(state="visible")
+    before = screenshot(trace)
+
+    count = notebook_panel(page).locator(".widget-inline-hbox").filter(
+        has_text="gradient accumulation count").locator("input").first
+    count.fill("6")
+    count.press("Enter")
+    message = notebook_panel(page).get_by_text("must be a multiple of 8, but it is 6").first
+    message.wait_for(state="visible")
+    assert pixel_difference(before, screenshot(trace, tmp_path / "kept.png")) == 0.0
