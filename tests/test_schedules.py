@@ -232,7 +232,8 @@ def test_a_big_deadlocking_schedule_is_reported_quickly():
     started = time.perf_counter()
     with pytest.raises(DeadlockError):
         S.validate(bad)
-    assert time.perf_counter() - started < 2.0
+    # "Reported, never hangs": a bound far above the ~0.1 s it takes, so load cannot flake it.
+    assert time.perf_counter() - started < 20.0
 
 
 def test_weight_update_before_backward_is_a_deadlock():
