@@ -431,7 +431,14 @@ def run_all_cells(page, timeout: int = RUN_ALL_TIMEOUT) -> None:
     kernel is idle again."""
     panel = notebook_panel(page)
     wait_for_kernel_idle(page)
-    started = max((c["count"] for c in cell_states(page)), default=0)
+    # Stored outputs carry execution counts from whoever executed the notebook last, and a
+    # fresh kernel may count to the same numbers: clear them so "ran" means "ran now".
+    click_menu(page, "Edit", "Clear Outputs of All Cells")
+    page.wait_for_function(
+        "([panel, traceback]) => (%s)([panel, traceback]).every(c => c.count === 0)"
+        % _CELL_STATES_JS.strip(), arg=[panel.element_handle(), TRACEBACK_PATTERN],
+        timeout=30_000, polling=100)
+    started = 0
     click_menu(page, "Run", "Run All Cells")
     page.wait_for_function(_ALL_EXECUTED_JS, arg=[panel.element_handle(), TRACEBACK_PATTERN,
                                                   started],
