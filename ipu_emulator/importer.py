@@ -22,6 +22,12 @@ _EXACT = {
     "tensorflow.python.ipu": "ipu_emulator.ipu",
     "tensorflow.contrib.ipu": "ipu_emulator.compat.contrib.ipu",
     "tensorflow.contrib": "ipu_emulator.compat.contrib",
+    # Modules only the contrib era had.
+    "tensorflow.contrib.ipu.ipu_optimizer": "ipu_emulator.compat.contrib.ipu.ipu_optimizer",
+    "tensorflow.contrib.ipu.gradient_accumulation_optimizer":
+        "ipu_emulator.compat.contrib.ipu.gradient_accumulation_optimizer",
+    "tensorflow.contrib.ipu.popops_cross_replica_sum":
+        "ipu_emulator.compat.contrib.ipu.popops_cross_replica_sum",
 }
 # contrib.ipu's submodules are the modern modules themselves.
 _PREFIXES = (

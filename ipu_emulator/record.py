@@ -79,6 +79,26 @@ def _phase_bytes_or_flop_shares(cost: ComputeCost) -> Tuple[float, float, float]
 
 
 @dataclass(frozen=True)
+class PipelineSettings:
+    """How a pipelined program ran its stages (``pipelining_ops.pipeline`` arguments).
+
+    ``schedule`` is a name from ``schedules.SCHEDULE_NAMES`` ("grouped", "interleaved",
+    "sequential"); each engine run makes ``repeat_count`` passes of
+    ``gradient_accumulation_count`` micro-batches; ``device_mapping[k]`` is stage ``k``'s IPU.
+    """
+
+    schedule: str
+    gradient_accumulation_count: int
+    repeat_count: int
+    device_mapping: Tuple[int, ...]
+    training: bool = True
+    recompute: bool = False
+    offload_weights: bool = False
+    offload_activations: bool = False
+    accumulation_dtype_bytes: int = 4
+
+
+@dataclass(frozen=True)
 class EngineRun:
     """One execution of a compiled program: one ``sess.run`` (one Poplar ``Engine::run``).
 
@@ -103,6 +123,16 @@ class EngineRun:
     replicas: int = 1
     host_seconds: Optional[float] = None
     first_run: bool = False  # the run that compiled the program (compile time not simulated)
+    # Model parallelism: the measured cost of each shard or pipeline stage (a
+    # ``costs.StageCost`` each; empty for a single-IPU program) and, for a pipeline, how its
+    # stages were scheduled.  A sharded program without a pipeline runs its shards in turn.
+    stages: tuple = ()
+    pipeline: Optional[PipelineSettings] = None
+    # Replication: bytes each replica all-reduces with the others per weight update (the
+    # gradients of a CrossReplicaOptimizer), and how many iterations share one weight
+    # update (a gradient accumulation optimizer's mini-batches).
+    all_reduce_bytes: int = 0
+    gradient_accumulation_count: int = 1
 
 
 @dataclass
@@ -127,7 +157,16 @@ class ProgramRecord:
         return sum(run.host_seconds or 0.0 for run in self.runs)
 
     def simulate(self, target="ipu2", host=None, batch_size=None, title=""):
-        """The simulated IPU timeline of these runs (see ``ipu_emulator.timeline``)."""
+        """The simulated IPU timeline of these runs (see ``ipu_emulator.timeline``).
+
+        Runs of sharded or pipelined programs are simulated stage by stage with their
+        measured stage costs (``ipu_emulator.live_trace``): shards take turns, pipeline
+        stages follow the program's schedule.
+        """
+        if any(run.stages for run in self.runs):
+            from ipu_emulator import live_trace
+            return live_trace.simulate_runs(self.runs, target=target, host=host,
+                                            batch_size=batch_size, title=title)
         from ipu_emulator import timeline
         return timeline.simulate_engine_runs(self.runs, target=target, host=host,
                                              batch_size=batch_size, title=title)

@@ -8,6 +8,10 @@ Before the script starts, the runner
   the script works offline (a one-line warning says when the bundled sample is used).
 After the script ends it prints a one-line summary of what the simulated IPU did, and with
 ``--trace FILE`` writes the simulated execution trace as Chrome-trace JSON for Perfetto.
+``POPLAR_ENGINE_OPTIONS`` (``autoReport.all``/``autoReport.directory``) writes the trace and
+a text summary into that directory; ``TF_POPLAR_FLAGS=--use_synthetic_data`` makes the
+simulated infeed free of host transfers.  A shell script (``run profile.sh ARGS``) runs with
+its ``python3 x.py`` calls routed through the runner.
 """
 from __future__ import annotations
 
@@ -50,6 +54,8 @@ def prepare(tf1: bool = False, seed: int | None = None) -> None:
             tf.random.set_seed(seed)
     datasets.patch_keras_datasets()
     import ipu_emulator.ipu  # noqa: F401  (installs the session hook)
+    from ipu_emulator.compat import estimator
+    estimator.install()  # tf.estimator.ModeKeys for IPU estimator scripts (gone in TF 2.16+)
 
 
 def run(options: argparse.Namespace) -> int:
@@ -57,6 +63,10 @@ def run(options: argparse.Namespace) -> int:
     if not os.path.isfile(script):
         print("ipu_emulator: no such script: %s" % options.script, file=sys.stderr)
         return 2
+    from ipu_emulator import hook
+    if not hook.is_python_script(script):
+        # A shell wrapper (e.g. a profiling script): its ``python3 x.py`` calls run here.
+        return hook.run_wrapper(script, options.args, _forwarded_flags(options))
     prepare(tf1=options.tf1, seed=options.seed)
     from ipu_emulator import record
 
@@ -78,15 +88,38 @@ def _report(runs, options) -> None:
         if not options.quiet:
             print("ipu_emulator: the script ran no IPU programs", file=sys.stderr)
         return
-    from ipu_emulator import timeline, trace
-    simulated = timeline.simulate_engine_runs(runs.runs, target=options.ipu_version)
+    from ipu_emulator import live_trace, trace
+    simulated = None
+    if options.trace or not any(run.stages for run in runs.runs):
+        simulated = runs.simulate(target=options.ipu_version)  # sharded/pipelined: per stage
+        makespan = simulated.metrics.makespan
+    else:  # the summary line needs only the total, not a joined trace of every run
+        makespan = live_trace.total_makespan(runs.runs, target=options.ipu_version)
     if not options.quiet:
         print("ipu_emulator: %d engine runs, %d loop iterations; simulated %s time %.3f s; "
               "host wall time %.3f s" % (
                   runs.engine_runs, runs.iterations, options.ipu_version,
-                  simulated.metrics.makespan, runs.host_seconds), file=sys.stderr)
+                  makespan, runs.host_seconds), file=sys.stderr)
     if options.trace:
         trace.save_chrome_trace(simulated, options.trace)
         if not options.quiet:
             print("ipu_emulator: trace written to %s (open it in https://ui.perfetto.dev)"
                   % options.trace, file=sys.stderr)
+    _write_poplar_report(runs, options)
+
+
+def _write_poplar_report(runs, options) -> None:
+    """``POPLAR_ENGINE_OPTIONS`` autoReport: the simulated trace and a summary, in its
+    ``autoReport.directory`` (see ``ipu_emulator.profiling``)."""
+    from ipu_emulator import profiling
+    profiling.report_if_requested(lambda: runs, target=options.ipu_version,
+                                  quiet=options.quiet)
+
+
+def _forwarded_flags(options) -> list:
+    """The runner options a wrapper script's ``python3 x.py`` calls run with."""
+    flags = ["--tf1"] if options.tf1 else []
+    if options.seed is not None:
+        flags += ["--seed", str(options.seed)]
+    flags += ["--ipu-version", options.ipu_version]
+    return flags + (["--quiet"] if options.quiet else [])

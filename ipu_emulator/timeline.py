@@ -448,12 +448,27 @@ def _step_compute(
     earliest: float,
     engine_run: int,
     iteration: int,
+    all_reduce_bytes: float = 0.0,
+    weight_update: bool = True,
 ) -> None:
-    """One training/inference step's compute on the layout's IPUs."""
+    """One training/inference step's compute on the layout's IPUs.
+
+    Replicas run side by side on their own lanes; before a weight update they all-reduce
+    ``all_reduce_bytes`` (their gradients) over the IPU-Links.  ``weight_update=False`` is an
+    accumulation step of a gradient accumulation optimizer: no update, no all-reduce.
+    """
     phases = phase_durations(cost, target)
+    if not weight_update:
+        phases = [(kind, seconds) for kind, seconds in phases if kind != "weight_update"]
     if layout.shards == 1:
         lanes = layout.shard_lanes(0)
         for kind, seconds in phases:
+            if kind == "weight_update" and layout.replicas > 1 and all_reduce_bytes > 0:
+                from .pipeline import allreduce_seconds  # pipeline imports this module
+                builder.place(lanes, "exchange", "AllReduce gradients (IPU-Links)",
+                              allreduce_seconds(all_reduce_bytes, layout.replicas, target),
+                              earliest, engine_run=engine_run, iteration=iteration,
+                              args={"bytes": all_reduce_bytes, "replicas": layout.replicas})
             builder.place(lanes, kind, kind, seconds, earliest,
                           engine_run=engine_run, iteration=iteration)
         return
@@ -558,7 +573,9 @@ def simulate_engine_run(
                 engine_run, iteration,
             )
             copy_starts.append(copy_start)
-        _step_compute(builder, layout, run.step_cost, target, ipus_start, engine_run, iteration)
+        _step_compute(builder, layout, run.step_cost, target, ipus_start, engine_run, iteration,
+                      all_reduce_bytes=run.all_reduce_bytes,
+                      weight_update=(k + 1) % max(1, run.gradient_accumulation_count) == 0)
         if run.outfeed_bytes_per_iteration > 0:
             host_transfer(builder, all_lanes, out_lanes, run.outfeed_bytes_per_iteration,
                           "StreamCopy outfeed (IPU->host)", target, host, ipus_start,

@@ -1,15 +1,32 @@
 """Shared fixtures.
 
-Every TensorFlow test in this project is graph-mode TF1 for now, so v2 behaviour is switched
-off once, here, at import time (it is process-wide).  ``ipu_emulator`` is imported before
-TensorFlow so that ``TF_USE_LEGACY_KERAS=1`` is set before Keras first loads.
+Most TensorFlow tests in this project are graph-mode TF1, so v2 behaviour is switched off
+once, here, at import time (it is process-wide).  Modules marked ``pytest.mark.tf2`` (TF2
+eager tests) run in a child process that keeps TF2 behaviour: see ``tf2_isolation.py``.
+``ipu_emulator`` is imported before TensorFlow so that ``TF_USE_LEGACY_KERAS=1`` is set
+before Keras first loads.
 """
 import ipu_emulator  # noqa: F401  (must come before tensorflow)
 
 import pytest
 import tensorflow as tf
 
-tf.compat.v1.disable_v2_behavior()
+import tf2_isolation
+
+if not tf2_isolation.in_tf2_child():
+    tf.compat.v1.disable_v2_behavior()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "tf2: TF2 eager test (runs in a child process)")
+
+
+def pytest_collection_modifyitems(config, items):
+    tf2_isolation.replace_tf2_items(config, items)
+
+
+def pytest_runtest_logreport(report):
+    tf2_isolation.report_to_parent(report)
 
 
 @pytest.fixture

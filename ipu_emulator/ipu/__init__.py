@@ -11,17 +11,30 @@ runs unchanged (through ``python -m ipu_emulator run``) and notebooks can write:
 import ipu_emulator  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads Keras)
 
 from ipu_emulator.runtime import session_hook as _session_hook
+from ipu_emulator.runtime import shards as _shards
 
 from . import config
 from . import utils
 from . import scopes
+from . import sharding
 from . import ipu_compiler
 from . import loops
 from . import ipu_infeed_queue
 from . import ipu_outfeed_queue
 from . import ops
+from .ops import pipelining_ops  # ``ipu.pipelining_ops``, re-exported from ``ipu.ops`` as in the SDK
+from .ops import cross_replica_ops  # ``ipu.cross_replica_ops``, likewise
+from . import gradient_accumulation
+from . import optimizers
+from . import ipu_run_config
+from . import ipu_estimator
+from . import ipu_pipeline_estimator
+from . import ipu_strategy
 
 _session_hook.install()
+_shards.install()  # sessions get one CPU device per configured IPU (real shard placement)
 
-__all__ = ["config", "utils", "scopes", "ipu_compiler", "loops", "ipu_infeed_queue",
-           "ipu_outfeed_queue", "ops"]
+__all__ = ["config", "utils", "scopes", "sharding", "ipu_compiler", "loops", "ipu_infeed_queue",
+           "ipu_outfeed_queue", "ops", "pipelining_ops", "ipu_run_config", "ipu_estimator",
+           "ipu_pipeline_estimator", "ipu_strategy",
+           "cross_replica_ops", "gradient_accumulation", "optimizers"]

@@ -11,7 +11,7 @@ convention, and registers the program so each ``sess.run`` is recorded as an eng
 import tensorflow as tf
 from tensorflow.python.util import nest
 
-from ipu_emulator.runtime import programs
+from ipu_emulator.runtime import programs, replication
 from . import scopes
 
 _NOT_PLACED_MESSAGE = (
@@ -45,9 +45,12 @@ def compile(computation, inputs=None):  # pylint: disable=redefined-builtin
         device_ordinal=ordinal if ordinal is not None else 0,
         input_tensors=flat_inputs)
     first_new_op = len(graph.get_operations())
-    with programs.building(program):
+    replicated = replication.start(program, ordinal)
+    with programs.building(program), replication.building(replicated):
         with tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(), use_resource=True):
             outputs = computation(*packed_inputs)
+            if replicated is not None:
+                outputs = replicated.finish_program(lambda: computation(*packed_inputs), outputs)
     program.new_ops = graph.get_operations()[first_new_op:]
 
     if ordinal is None and any(op.type != "NoOp" for op in program.new_ops):
@@ -69,12 +72,19 @@ def _compile_eagerly(computation, inputs):
 
 
 def _reject_estimator_spec(outputs):
-    for item in nest.flatten(outputs):
+    # Walk the structure by hand: nest.flatten would open the spec (a namedtuple) itself.
+    pending = [outputs]
+    while pending:
+        item = pending.pop()
         if type(item).__name__ in ("EstimatorSpec", "IPUEstimatorSpec"):
             raise ValueError(
                 "Your computation output contains an EstimatorSpec or IPUEstimatorSpec "
                 "object. When you use an IPUEstimator, it already handles all the xla "
                 "compilation and no manual call to compile() is needed.")
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            pending.extend(item)
 
 
 def _apply_return_convention(outputs, program):

@@ -17,7 +17,7 @@ import itertools
 import tensorflow as tf
 from tensorflow.python.util import nest
 
-from ipu_emulator.runtime import programs
+from ipu_emulator.runtime import programs, replication, tf2_feeds
 
 # Element types a feed can carry (SDK >= 2.0), in TensorFlow's DataType enum order.
 FEEDABLE_DTYPES = (tf.float32, tf.int32, tf.uint8, tf.int8, tf.bool, tf.float16)
@@ -35,13 +35,15 @@ def _datatype_string(dtype):
 class IPUInfeedQueue:
     """Wraps a dataset so an IPU loop can dequeue one element per iteration.
 
-    Accepts every historical signature: ``feed_name``, ``replication_factor`` and
-    ``data_to_prefetch`` are taken and ignored, as in SDK 2.1 and later.
+    Accepts every historical signature: ``feed_name`` and ``data_to_prefetch`` are taken
+    and ignored, as in SDK 2.1 and later.  ``replication_factor`` is ignored too once the
+    IPU system is configured (the device decides); a program built before that takes its
+    replica count from it, as SDK 2.0 and earlier did (see ``runtime/replication.py``).
     """
 
     def __init__(self, dataset, feed_name=None, device_ordinal=None, replication_factor=1,
                  data_to_prefetch=1, prefetch_depth=None, optimise_latency=False, **kwargs):
-        del replication_factor, data_to_prefetch, optimise_latency, kwargs
+        del data_to_prefetch, optimise_latency, kwargs
         if device_ordinal is None:
             device_ordinal = 0
         if not isinstance(device_ordinal, int):
@@ -66,6 +68,8 @@ class IPUInfeedQueue:
 
         self._dataset = dataset
         self._element_spec = dataset.element_spec
+        self._replication_factor = replication_factor
+        replication.note_declared_replication_factor(replication_factor)
         self._device_ordinal = device_ordinal
         self._prefetch_depth = prefetch_depth
         self._id = feed_name if feed_name is not None else "feed%d" % next(_feed_ids)
@@ -98,6 +102,9 @@ class IPUInfeedQueue:
             raise ValueError(
                 "The IPUInfeedQueue `initializer` function can only be accessed once.")
         self._initializer_accessed = True
+        if self._initializer is None and tf.executing_eagerly():
+            # TF2: the feed's iterator is created (and its types checked) right now.
+            self._initializer = tf2_feeds.start_infeed(self)
         return self._initializer
 
     @property
@@ -136,7 +143,8 @@ class IPUInfeedQueue:
                 return ("Unsupported datatype {} on index {} of feed operation {} with feed "
                         "id '{}'. You should use a tf.DataSet.map() operation to cast the "
                         "element into one of {}.".format(
-                            _datatype_string(spec.dtype), index, self._initializer.name,
+                            _datatype_string(spec.dtype), index,
+                            getattr(self._initializer, "name", "IPUCreateDatasetIterator"),
                             self._id, _FEEDABLE_NAMES))
         return None
 
@@ -148,7 +156,14 @@ class IPUInfeedQueue:
     def _dequeue(self):
         """Next element, with the dataset's structure; called by loops inside the body."""
         self._dequeued = True
+        if tf2_feeds.in_tf2():
+            return tf2_feeds.infeed_dequeue(self)
         program = programs.current_program()
         if program is not None and self not in program.infeeds:
             program.infeeds.append(self)
-        return self._iterator.get_next()
+        # Replicas take consecutive elements in turn (replica r of iteration i: i*R + r).
+        with replication.infeed_dequeue(self) as replica_order:
+            element = self._iterator.get_next()
+            if replica_order is not None:
+                replica_order.append(element)
+        return element

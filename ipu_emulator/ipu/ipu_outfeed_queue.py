@@ -22,7 +22,7 @@ import weakref
 import tensorflow as tf
 from tensorflow.python.util import nest
 
-from ipu_emulator.runtime import programs
+from ipu_emulator.runtime import programs, replication, tf2_feeds
 
 _log = logging.getLogger("ipu_emulator")
 
@@ -60,6 +60,9 @@ class IPUOutfeedQueue:
             raise ValueError("Outfeed buffer depth cannot be less than 1")
         self._outfeed_mode = outfeed_mode
         self._device_ordinal = 0 if device_ordinal is None else device_ordinal
+        # Used only by programs built before the IPU system is configured (replication.py).
+        self._replication_factor = replication_factor
+        replication.note_declared_replication_factor(replication_factor)
         self._id = feed_name if feed_name is not None else "outfeed%d" % id(self)
         # Enqueueing is per graph: the same queue object may serve several graphs.
         self._queues = weakref.WeakKeyDictionary()
@@ -70,6 +73,8 @@ class IPUOutfeedQueue:
 
     @property
     def enqueued(self):
+        if tf2_feeds.in_tf2():
+            return tf2_feeds.enqueued(self)
         return self._graph_queue() is not None
 
     def _graph_queue(self):
@@ -77,6 +82,8 @@ class IPUOutfeedQueue:
 
     def enqueue(self, tensors):
         """Enqueue a tensor, a list/tuple or a dict of tensors; returns the enqueue op."""
+        if tf2_feeds.in_tf2():
+            return tf2_feeds.enqueue(self, tensors)
         if self.enqueued:
             raise ValueError("An outfeed can only be enqueued once.")
         flat = [tf.convert_to_tensor(t) for t in nest.flatten(tensors)]
@@ -85,12 +92,11 @@ class IPUOutfeedQueue:
                 raise tf.errors.InvalidArgumentError(
                     None, None, "Detected an input tensor to an outfeed queue with a dimension "
                     "of size 0. Please remove it from the inputs.")
-        with tf.control_dependencies(None), tf.device("/device:CPU:0"):
-            queue = tf.queue.FIFOQueue(
-                capacity=2 ** 31 - 1, dtypes=[t.dtype for t in flat],
-                shapes=[t.shape for t in flat], name=self._id)
-        self._queues[tf.compat.v1.get_default_graph()] = _GraphQueue(queue, tensors, flat)
-        enqueue_op = queue.enqueue(flat)
+        # In a replicated program every replica enqueues; the values are enqueued together,
+        # stacked on a replica axis, once all replicas are built.
+        enqueue_op = replication.defer_outfeed_enqueue(self, tensors)
+        if enqueue_op is None:
+            enqueue_op = self._enqueue_replicated(tensors, flat, flat, 1)
         program = programs.current_program()
         if program is not None:
             if self not in program.outfeeds:
@@ -99,9 +105,24 @@ class IPUOutfeedQueue:
                 program.outfeeds_in_loop.add(self)
         return enqueue_op
 
+    def _enqueue_replicated(self, structure, flat, enqueued, replicas):
+        """Create this graph's host queue and the op enqueueing ``enqueued`` into it: one
+        replica's ``flat`` tensors, or with ``replicas`` > 1 all replicas' stacked on axis 0
+        (so ALL-mode dequeues are ``[n, replicas, ...]`` and LAST-mode ``[replicas, ...]``)."""
+        del replicas  # the shapes of ``enqueued`` already carry the replica axis
+        with tf.control_dependencies(None), tf.device("/device:CPU:0"):
+            queue = tf.queue.FIFOQueue(
+                capacity=2 ** 31 - 1, dtypes=[t.dtype for t in enqueued],
+                shapes=[t.shape for t in enqueued], name=self._id)
+        self._queues[tf.compat.v1.get_default_graph()] = _GraphQueue(queue, structure, flat)
+        return queue.enqueue(enqueued)
+
     def dequeue(self, wait_for_completion=False):
         """A host op returning what was enqueued (see the module docstring for shapes)."""
         del wait_for_completion  # The CPU runs the program to completion before this op.
+        if tf2_feeds.in_tf2() and tf.executing_eagerly():
+            return tf2_feeds.dequeue(self, self._outfeed_mode is IPUOutfeedMode.LAST,
+                                     self.warn_dequeue_before_run, self.LAST_BEFORE_RUN_MESSAGE)
         graph_queue = self._graph_queue()
         if graph_queue is None:
             raise ValueError("Trying to dequeue an outfeed which has not been enqueued.")
@@ -117,6 +138,10 @@ class IPUOutfeedQueue:
             reg.outfeed_by_dequeue[value.name] = self
             reg.outfeed_by_dequeue[value.op.name] = self
         return nest.pack_sequence_as(graph_queue.structure, list(values))
+
+    def __iter__(self):
+        """TF2, eager, ALL mode: one element per enqueue since the last dequeue."""
+        return tf2_feeds.iterate(self, self._outfeed_mode is IPUOutfeedMode.ALL, self.dequeue)
 
     def element_bytes(self):
         """Bytes one enqueue moves from the IPU to the host."""

@@ -14,10 +14,11 @@ whose body dequeues from the infeed, and carries a hidden trip counter so each e
 records how many iterations it really made.
 """
 import inspect
+import numbers
 
 import tensorflow as tf
 
-from ipu_emulator.runtime import programs
+from ipu_emulator.runtime import programs, replication
 
 
 def repeat(n, body, inputs=None, infeed_queue=None, use_while_v1=True):
@@ -44,24 +45,40 @@ def while_loop(condition, body, inputs=None, infeed_queue=None, maximum_iteratio
     loop_vars = [tf.constant(0, dtype=tf.int32)] if carries_dummy else list(inputs)
     input_types = [] if carries_dummy else [_dtype_of(v) for v in loop_vars]
     outermost = not programs.inside_loop()
+    # A replicated program builds every replica's body into this loop (lock step); each
+    # replica carries its own values, replica 0's first.
+    replicated = replication.loop_build() if outermost else None
+    width = len(loop_vars)
+    if replicated is not None and not carries_dummy:
+        loop_vars = loop_vars * replicated.num_ipus
+    static_iterations = (int(maximum_iterations)
+                         if isinstance(maximum_iterations, numbers.Integral) else None)
 
     def loop_condition(trip_count, *carried):
         del trip_count
-        return condition(*([] if carries_dummy else carried))
+        return condition(*([] if carries_dummy else carried[:width]))
+
+    def one_replica(carried):
+        args = [] if carries_dummy else list(carried)
+        kwargs = {}
+        if infeed_queue is not None:
+            args, kwargs = _append_infeed_element(args, infeed_queue._dequeue())  # pylint: disable=protected-access
+        outputs = body(*args, **kwargs)
+        tensors, operations = _split_body_outputs(outputs)
+        output_types = [_dtype_of(t) for t in tensors]
+        if output_types != input_types:
+            raise TypeError(
+                "Mismatch between input types and output types for loop body: %s vs %s."
+                % (input_types, output_types))
+        return tensors, operations
 
     def loop_body(trip_count, *carried):
-        with programs.loop_body():
-            args = [] if carries_dummy else list(carried)
-            kwargs = {}
-            if infeed_queue is not None:
-                args, kwargs = _append_infeed_element(args, infeed_queue._dequeue())  # pylint: disable=protected-access
-            outputs = body(*args, **kwargs)
-            tensors, operations = _split_body_outputs(outputs)
-            output_types = [_dtype_of(t) for t in tensors]
-            if output_types != input_types:
-                raise TypeError(
-                    "Mismatch between input types and output types for loop body: %s vs %s."
-                    % (input_types, output_types))
+        with programs.loop_body(static_iterations):
+            if replicated is None:
+                tensors, operations = one_replica(carried)
+            else:
+                tensors, operations = replicated.step(
+                    one_replica, carried, 0 if carries_dummy else width)
             if carries_dummy:
                 tensors = [carried[0]]
             with tf.control_dependencies(operations):
@@ -75,7 +92,7 @@ def while_loop(condition, body, inputs=None, infeed_queue=None, maximum_iteratio
     if infeed_queue is not None and not infeed_queue.dequeued:
         raise ValueError("The infeed queue has not been dequeued.")
 
-    trip_count, carried = results[0], list(results[1:])
+    trip_count, carried = results[0], list(results[1:1 + width])  # replica 0's values
     program = programs.current_program()
     if program is not None and outermost:
         program.trip_counters.append(trip_count)

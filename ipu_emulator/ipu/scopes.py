@@ -15,9 +15,11 @@ import threading
 
 import tensorflow as tf
 
+from ipu_emulator.runtime import shards
+
 _state = threading.local()
 
-# All emulated IPU devices execute on the host's first CPU device.
+# Unsharded ops of /device:IPU:0 execute on the host's first CPU device.
 EXECUTION_DEVICE = "/device:CPU:0"
 
 _IPU_DEVICE = re.compile(r"^(?:/job:[^/]+)?(?:/replica:\d+)?(?:/task:\d+)?/?(?:device:)?IPU:(\d+)$",
@@ -45,14 +47,45 @@ def ipu_scope(device):
     New variables are resource variables, as on the IPU.
     """
     ordinal = _ipu_ordinal(device)
-    placement = EXECUTION_DEVICE if ordinal is not None else device
+    # IPU ops run on the host CPU device(s) that stand for this IPU device: one CPU device
+    # per IPU, so shards (``ipu_shard``) really run on separate devices.
+    placement = device
+    if ordinal is not None:
+        # Eager code has no graph to place op by op: it runs on the first CPU device.
+        placement = (EXECUTION_DEVICE if tf.executing_eagerly()
+                     else shards.device_function(ordinal))
     stack = getattr(_state, "ordinals", None)
     if stack is None:
         stack = _state.ordinals = []
     stack.append(ordinal)
     try:
         with tf.compat.v1.variable_scope("", use_resource=True) as scope:
-            with tf.device(placement):
+            with tf.compat.v1.device(placement):
                 yield scope
     finally:
         stack.pop()
+
+
+@contextlib.contextmanager
+def ipu_shard(index):
+    """Run the ops created in this context on IPU ``index`` of the current IPU device.
+
+    ``index`` is an int or a list of ints.  The ops are tagged with an XLA ``OpSharding``
+    attribute (``_XlaSharding``), as in the SDK, and the gradients TensorFlow builds for
+    them later follow them to the same shard even when ``minimize`` is called elsewhere.
+    There is no bounds check here: the number of shards is checked against the device's
+    IPUs when the program first runs (the next power of two above the highest index used
+    must divide the number of IPUs; the rest is replication).
+
+        with ipu.scopes.ipu_shard(0):
+            hidden = layers.Dense(256)(images)
+        with ipu.scopes.ipu_shard(1):
+            logits = layers.Dense(10)(hidden)
+    """
+    indices = shards.normalise_indices(index)
+    graph = tf.compat.v1.get_default_graph()
+    # The attribute scope tags every op, also those outside an ipu_scope or colocated with
+    # a variable; the ipu_scope's device function places them (and their gradients).
+    with shards.shard_context(indices), graph._attr_scope(  # pylint: disable=protected-access
+            {shards.SHARDING_ATTR: shards.sharding_attr(indices)}):
+        yield

@@ -179,6 +179,45 @@ def _parameter_bytes(ops) -> int:
     return total
 
 
+_HANDLE_PLUMBING = frozenset({"Enter", "Exit", "Switch", "Merge", "Identity", "NextIteration"})
+
+
+def variable_bytes_by_role(ops, exclude=frozenset()):
+    """``(weight bytes, optimizer state bytes)`` of the variables the loop body in ``ops`` uses.
+
+    Optimizer state is the slots an ``Apply*`` kernel updates next to its weight (momentum's
+    velocity, Adam's two moments): the handles after its first resource input.  Only ops
+    inside a loop count, so a variable's initialiser (built wherever the variable was first
+    made) does not tie it to that place.  Handle names in ``exclude`` are left out: buffers
+    such as gradient accumulators that the caller accounts for itself.
+    """
+    slots, used = set(), {}
+    for op in ops:
+        # Loop and branch plumbing only passes a handle on; the ops that read or update
+        # the variable say where it is used.
+        if _loop_depth(op) == 0 or op.type in _HANDLE_PLUMBING:
+            continue
+        handles = [_handle_source(t) for t in op.inputs if t.dtype == tf.resource]
+        handles = [h for h in handles if h is not None and h.type == "VarHandleOp"]
+        if op.type.startswith(("ResourceApply", "ResourceSparseApply")):
+            slots.update(h.name for h in handles[1:])
+        for handle in handles:
+            used[handle.name] = handle
+    weights = state = 0
+    for name, handle in used.items():
+        if name in exclude:
+            continue
+        shape = tf.TensorShape(handle.get_attr("shape"))
+        if not shape.is_fully_defined():
+            continue
+        size = int(shape.num_elements()) * handle.get_attr("dtype").size
+        if name in slots:
+            state += size
+        else:
+            weights += size
+    return weights, state
+
+
 def _handle_source(tensor):
     """The op that created a resource handle, looking through loop plumbing."""
     op = tensor.op

@@ -31,12 +31,26 @@ class CompiledProgram:
     loop_depth: int = 0
     _cost: object = None
     runs_by_session: Dict[int, int] = field(default_factory=dict)
+    # Replication (runtime/replication.py): IPUs of the device the program was built for,
+    # how many copies it runs as, and the ops of the copies other than replica 0 (not part
+    # of the per-replica cost).  ``all_reduce_bytes``: what one replica all-reduces per step.
+    num_ipus: int = 1
+    replication_factor: int = 1
+    other_replica_ops: set = field(default_factory=set)
+    all_reduce_bytes: int = 0
+    replication_errors: list = field(default_factory=list)
+    # Gradient accumulation optimizers: mini-batches per weight update, and for the
+    # compile-time check (num_mini_batches, inside a loop?, loop's static iteration count).
+    gradient_accumulation_count: int = 1
+    gradient_accumulation_checks: list = field(default_factory=list)
+    loop_iterations: list = field(default_factory=list)
 
     def cost(self):
-        """Per-iteration compute cost, measured once from the graph and cached."""
+        """Per-iteration compute cost of one replica, measured once from the graph and cached."""
         if self._cost is None:
             from . import graph_costs
-            self._cost = graph_costs.program_cost(self.new_ops)
+            ops = [op for op in self.new_ops if op not in self.other_replica_ops]
+            self._cost = graph_costs.program_cost(ops)
         return self._cost
 
 
@@ -88,16 +102,27 @@ def building(program: CompiledProgram):
 
 
 @contextlib.contextmanager
-def loop_body():
-    """Marks that we are inside an on-device loop body of the program being built."""
+def loop_body(iterations=None):
+    """Marks that we are inside an on-device loop body of the program being built;
+    ``iterations`` is the loop's trip count when it is known statically."""
     program = current_program()
     if program is not None:
         program.loop_depth += 1
+        program.loop_iterations.append(iterations)
     try:
         yield
     finally:
         if program is not None:
             program.loop_depth -= 1
+            program.loop_iterations.pop()
+
+
+def current_loop_iterations():
+    """Static trip count of the innermost loop being built (None: unknown or no loop)."""
+    program = current_program()
+    if program is None or not program.loop_iterations:
+        return None
+    return program.loop_iterations[-1]
 
 
 def inside_loop() -> bool:

@@ -21,7 +21,7 @@ from tensorflow.python.client import session as tf_session
 from tensorflow.python.util import nest
 
 from ipu_emulator import record
-from . import programs
+from . import model_parallel, programs, replication
 
 _INFEED_NOT_CREATED = ("Trying to access an infeed dataset iterator which has not been "
                        "created. Did you initialize the infeed_queue '{}' ?")
@@ -98,6 +98,7 @@ def _run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         state["deleted_feeds"].discard(infeed.feed_id)
     for program in found.programs:
         _check_before_run(program, state)
+    model_parallel.check_session(self, found.programs)
     for outfeed in found.dequeued_outfeeds:
         if not _outfeed_has_run(outfeed, state) and outfeed.outfeed_mode.value == "all":
             outfeed.warn_dequeue_before_run()
@@ -140,6 +141,8 @@ def _check_first_run(program):
     message = device_types.unsupported_type_message(program)
     if message is not None:
         raise tf.errors.InvalidArgumentError(None, None, message)
+    model_parallel.check_first_run(program)  # shards vs IPUs, pipeline counts
+    replication.check_first_run(program)  # built for this device; accumulation in a loop
 
 
 def _outfeed_has_run(outfeed, state):
@@ -182,7 +185,7 @@ def _record_runs(found_programs, trip_counts, host_seconds, state):
         infeed_bytes = sum(f.element_bytes() for f in program.infeeds)
         loop_outfeed = sum(o.element_bytes() for o in program.outfeeds if o in program.outfeeds_in_loop)
         once_outfeed = sum(o.element_bytes() for o in program.outfeeds if o not in program.outfeeds_in_loop)
-        record.add_engine_run(record.EngineRun(
+        record.add_engine_run(model_parallel.complete_run(program, record.EngineRun(
             program=program.name,
             iterations=iterations,
             step_cost=program.cost(),
@@ -192,7 +195,11 @@ def _record_runs(found_programs, trip_counts, host_seconds, state):
             output_bytes=_tensor_bytes(program.output_tensors) + once_outfeed + (0 if in_loop else loop_outfeed),
             host_seconds=host_seconds / max(1, len(found_programs)),
             first_run=runs_so_far == 0,
-        ))
+            num_ipus=program.num_ipus,
+            replicas=program.replication_factor,
+            all_reduce_bytes=program.all_reduce_bytes,
+            gradient_accumulation_count=program.gradient_accumulation_count,
+        )))
 
 
 def _tensor_bytes(tensors):

@@ -1,0 +1,77 @@
+"""The few ``tf.estimator`` names that IPU estimator code reaches for.
+
+TensorFlow 2.16 removed ``tf.estimator``, but Graphcore's estimator examples still write
+``mode == tf.estimator.ModeKeys.TRAIN`` in their ``model_fn`` and some return a plain
+``tf.estimator.EstimatorSpec``.  This module provides those names with the values the
+estimator package used, and :func:`install` hangs them on the ``tensorflow`` module (only
+where ``tf.estimator`` is missing) so such scripts run unchanged through
+``python -m ipu_emulator run``.
+
+    from ipu_emulator.compat.estimator import ModeKeys
+    if mode == ModeKeys.PREDICT: ...
+"""
+import collections
+import types
+
+
+class ModeKeys:
+    """The three modes an estimator calls ``model_fn`` in (same string values as TF)."""
+
+    TRAIN = "train"
+    EVAL = "eval"
+    PREDICT = "infer"
+
+
+ALL_MODES = (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT)
+
+
+class EstimatorSpec(collections.namedtuple("EstimatorSpec", [
+        "mode", "predictions", "loss", "train_op", "eval_metric_ops", "export_outputs",
+        "training_chief_hooks", "training_hooks", "scaffold", "evaluation_hooks",
+        "prediction_hooks"])):
+    """What a ``model_fn`` returns to a plain estimator; ``IPUEstimator`` accepts it too.
+
+    Only the fields an IPU estimator uses are checked; export and scaffold fields are
+    carried but not used (there is no SavedModel export in the emulator).
+    """
+
+    def __new__(cls, mode, predictions=None, loss=None, train_op=None, eval_metric_ops=None,
+                export_outputs=None, training_chief_hooks=None, training_hooks=None,
+                scaffold=None, evaluation_hooks=None, prediction_hooks=None):
+        if mode not in ALL_MODES:
+            # Same text as tensorflow_estimator's model_fn.EstimatorSpec.
+            raise ValueError("mode={} unrecognized.".format(mode))
+        return super().__new__(
+            cls, mode, predictions, loss, train_op, eval_metric_ops, export_outputs,
+            tuple(training_chief_hooks or ()), tuple(training_hooks or ()), scaffold,
+            tuple(evaluation_hooks or ()), tuple(prediction_hooks or ()))
+
+
+def namespace():
+    """A module-like object standing in for ``tf.estimator``."""
+    import tensorflow as tf  # lazy: importing this module must stay cheap
+
+    from ipu_emulator.ipu import ipu_run_config
+    estimator = types.ModuleType("tensorflow.estimator",
+                                 "Stand-in for the removed tf.estimator (ipu_emulator).")
+    estimator.ModeKeys = ModeKeys
+    estimator.EstimatorSpec = EstimatorSpec
+    estimator.RunConfig = ipu_run_config.RunConfig
+    estimator.SessionRunHook = tf.compat.v1.train.SessionRunHook
+    estimator.SessionRunArgs = tf.compat.v1.train.SessionRunArgs
+    estimator.CheckpointSaverListener = tf.compat.v1.train.CheckpointSaverListener
+    return estimator
+
+
+def install():
+    """Give ``tf.estimator`` and ``tf.compat.v1.estimator`` the names above, if missing.
+
+    Never replaces a real ``tf.estimator`` (an older TensorFlow still has one).
+    """
+    import tensorflow as tf
+
+    estimator = None
+    for module in (tf, tf.compat.v1):
+        if getattr(module, "estimator", None) is None:
+            estimator = estimator or namespace()
+            setattr(module, "estimator", estimator)

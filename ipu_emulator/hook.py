@@ -1,0 +1,156 @@
+"""Make Graphcore's imports work under plain ``python3``, and run shell wrappers.
+
+Two ways for scripts that start ``python3`` themselves (such as a tutorial's ``profile.sh``):
+
+* **An opt-in import hook.**  ``python -m ipu_emulator install-hook`` writes a ``.pth`` file
+  into the active environment's site-packages.  Python runs a ``.pth`` line that starts with
+  ``import`` at every start-up, so every interpreter of that environment can then
+  ``import tensorflow.python.ipu`` (the emulator).  ``uninstall-hook`` removes the file.
+  ``--tf1`` also switches TensorFlow to TF1 graph mode when the IPU API is first imported
+  (scripts written for the TF1 SDK expect it); ``--site-dir`` picks another directory.
+  Side effect, stated plainly: ``import ipu_emulator`` runs in every interpreter of the
+  environment, which sets ``TF_USE_LEGACY_KERAS=1`` (legacy Keras) unless already set.
+* **Through the runner.**  ``python -m ipu_emulator run wrapper.sh ARGS`` runs a shell script
+  with ``python``/``python3`` on its ``PATH`` replaced by a shim: ``python3 script.py ...``
+  inside the wrapper then runs through the runner with the same options.
+
+With the hook active, ``POPLAR_ENGINE_OPTIONS`` reports are written when the process exits,
+as the runner writes them when the script ends.
+"""
+from __future__ import annotations
+
+import atexit
+import importlib.abc
+import os
+import shlex
+import stat
+import sys
+import sysconfig
+import tempfile
+
+PTH_NAME = "ipu_emulator_hook.pth"
+_PTH_LINE = "import ipu_emulator.hook; ipu_emulator.hook.activate(tf1={tf1})\n"
+
+
+# --- the .pth file ---------------------------------------------------------------------
+
+
+def default_site_dir() -> str:
+    """site-packages of the running interpreter's environment (a venv's, if active)."""
+    return sysconfig.get_paths()["purelib"]
+
+
+def install_hook(site_dir: str | None = None, tf1: bool = False) -> str:
+    """Write the ``.pth`` file; returns its path.  Idempotent (rewrites the same file)."""
+    site_dir = site_dir or default_site_dir()
+    if not os.path.isdir(site_dir):
+        raise FileNotFoundError("No such site directory: %s" % site_dir)
+    path = os.path.join(site_dir, PTH_NAME)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(_PTH_LINE.format(tf1=bool(tf1)))
+    return path
+
+
+def uninstall_hook(site_dir: str | None = None) -> str | None:
+    """Remove the ``.pth`` file; returns its path, or None if it was not there."""
+    path = os.path.join(site_dir or default_site_dir(), PTH_NAME)
+    if not os.path.exists(path):
+        return None
+    os.remove(path)
+    return path
+
+
+# --- what the .pth line runs at start-up -----------------------------------------------
+
+
+class _PrepareOnFirstUse(importlib.abc.MetaPathFinder):
+    """Set the process up (datasets, TF1 mode, session hook) the first time a script imports
+    the IPU API, then step aside so the importer's alias finder resolves the name."""
+
+    _NAMES = ("tensorflow.python.ipu", "tensorflow.contrib.ipu")
+
+    def __init__(self, tf1: bool):
+        self.tf1 = tf1
+        self.done = False
+
+    def find_spec(self, fullname, path=None, target=None):
+        if self.done or not fullname.startswith(self._NAMES):
+            return None
+        self.done = True
+        from ipu_emulator import runner
+        runner.prepare(tf1=self.tf1)
+        _report_at_exit()
+        return None
+
+
+_activated = []
+
+
+def activate(tf1: bool = False) -> None:
+    """Called by the ``.pth`` line: cheap (no TensorFlow import until the IPU API is used)."""
+    if _activated:
+        return
+    from ipu_emulator import importer
+    importer.install()
+    finder = _PrepareOnFirstUse(tf1)
+    sys.meta_path.insert(0, finder)
+    _activated.append(finder)
+
+
+def _report_at_exit() -> None:
+    from ipu_emulator import profiling, record
+
+    atexit.register(profiling.report_if_requested,
+                    lambda: record.ProgramRecord(runs=list(record.history)))
+
+
+# --- shell wrappers run through the runner ---------------------------------------------
+
+
+def is_python_script(path: str) -> bool:
+    if path.endswith(".py"):
+        return True
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline()
+    except OSError:
+        return True
+    return not (first.startswith(b"#!") and b"python" not in first)
+
+
+def python_shim_dir(runner_flags) -> str:
+    """A directory with ``python`` and ``python3`` shims: ``python3 script.py ...`` runs the
+    script through the runner with ``runner_flags``; anything else (``-c``, ``-m``...)
+    goes to this interpreter unchanged."""
+    directory = tempfile.mkdtemp(prefix="ipu_emulator_shim_")
+    flags = " ".join(shlex.quote(f) for f in runner_flags)
+    interpreter = shlex.quote(sys.executable)
+    body = ("#!/bin/sh\n"
+            "# ipu_emulator: route 'python3 script.py ...' through the runner\n"
+            'case "$1" in\n'
+            '  ""|-*) exec %s "$@" ;;\n'
+            '  *) exec %s -m ipu_emulator run %s "$@" ;;\n'
+            "esac\n" % (interpreter, interpreter, flags))
+    for name in ("python", "python3"):
+        path = os.path.join(directory, name)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(body)
+        os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return directory
+
+
+def run_wrapper(script: str, args, runner_flags) -> int:
+    """Run a shell wrapper with the python shims first on its ``PATH``."""
+    import shutil
+    import subprocess
+    shims = python_shim_dir(runner_flags)
+    try:
+        environment = dict(os.environ)
+        environment["PATH"] = shims + os.pathsep + environment.get("PATH", "")
+        return subprocess.call(["bash", script] + list(args), env=environment)
+    finally:
+        shutil.rmtree(shims, ignore_errors=True)
+
+
+__all__ = ["install_hook", "uninstall_hook", "activate", "default_site_dir", "run_wrapper",
+           "is_python_script", "PTH_NAME"]

@@ -1,0 +1,312 @@
+"""What a Keras model built inside an ``IPUStrategy`` scope can do, and the rules it follows.
+
+    strategy = ipu.ipu_strategy.IPUStrategy()
+    with strategy.scope():
+        model = tf.keras.Sequential([...])
+        model.compile(optimizer, loss, steps_per_execution=16)   # 16 batches per engine run
+        model.set_gradient_accumulation_options(gradient_accumulation_steps_per_replica=4)
+        model.fit(dataset, epochs=2)
+
+Such a model's class is swapped, when it is built, for a subclass with ``KerasExtensions``
+mixed in (as Graphcore's SDK does).  ``fit``/``evaluate``/``predict`` check their data with
+``data_adapter.plan_execution`` and record each execution of Keras's compiled function as one
+engine run of ``steps_per_execution`` iterations.  Models built outside the scope are plain
+Keras models.
+
+Emulator notes: Keras feeds the data itself (no IPU infeed is created), so the infeed and
+outfeed options are validated and kept but change nothing on the CPU; ``jit_compile`` is
+always off, for the reasons given in ``ipu_strategy``.
+"""
+import logging
+
+import tensorflow as tf
+
+from ipu_emulator.runtime import tf2_programs
+from . import data_adapter
+
+_log = logging.getLogger("ipu_emulator")
+
+_RUN_EAGERLY_MESSAGE = ("Keras models cannot run eagerly when using `IPUStrategy`. Set "
+                        "`run_eagerly=False` when calling `compile`.")
+_OPTION_ALTERNATIVES = {"gradient_accumulation_count": "gradient_accumulation_steps_per_replica"}
+
+
+class KerasExtensions:
+    """Methods mixed into Keras models built inside an ``IPUStrategy`` scope."""
+
+    # -- options ----------------------------------------------------------------------
+
+    def _ipu_options(self):
+        options = self.__dict__.get("_ipu_extension_options")
+        if options is None:
+            options = {"gradient_accumulation_steps_per_replica": None,
+                       "experimental_normalize_gradients": None,
+                       "gradient_accumulation_reduction_method": "sum",
+                       "gradient_accumulation_optimizer_kwargs": {},
+                       "infeed_queue_options": {}, "outfeed_queue_options": {},
+                       "asynchronous_callbacks": False}
+            self.__dict__["_ipu_extension_options"] = options
+        return options
+
+    def set_gradient_accumulation_options(self, gradient_accumulation_steps_per_replica=None,
+                                          experimental_normalize_gradients=None,
+                                          gradient_accumulation_reduction_method="sum",
+                                          **gradient_accumulation_optimizer_kwargs):
+        """Accumulate the gradients of N batches and update the weights once per N."""
+        steps = gradient_accumulation_steps_per_replica
+        if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool)
+                                  or steps < 1):
+            raise ValueError(
+                "Expected `gradient_accumulation_steps_per_replica` to be a positive integer, "
+                "but got {} instead.".format(steps))
+        for key, alternative in (("opt", None), ("num_mini_batches",
+                                                 "gradient_accumulation_steps_per_replica")):
+            if key in gradient_accumulation_optimizer_kwargs:
+                hint = ("Set the `{}` argument to `set_gradient_accumulation_options` instead."
+                        .format(alternative) if alternative
+                        else "This argument is automatically set by Keras.")
+                raise ValueError("Found `{}` key in `gradient_accumulation_optimizer_kwargs`. {}"
+                                 .format(key, hint))
+        method = str(getattr(gradient_accumulation_reduction_method, "value",
+                             gradient_accumulation_reduction_method)).lower()
+        if method not in ("sum", "mean", "running_mean"):
+            raise ValueError("Unknown gradient_accumulation_reduction_method: {}".format(
+                gradient_accumulation_reduction_method))
+        if experimental_normalize_gradients and method != "sum":
+            raise ValueError("`experimental_normalize_gradients` can only be used with the "
+                             "'sum' gradient accumulation reduction method.")
+        options = self._ipu_options()
+        options.update(gradient_accumulation_steps_per_replica=steps,
+                       experimental_normalize_gradients=experimental_normalize_gradients,
+                       gradient_accumulation_reduction_method=method,
+                       gradient_accumulation_optimizer_kwargs=dict(
+                           gradient_accumulation_optimizer_kwargs))
+
+    def set_infeed_queue_options(self, **infeed_queue_kwargs):
+        """Options for the infeed Keras creates (e.g. ``prefetch_depth``)."""
+        _reject_keys(infeed_queue_kwargs, ("dataset", "infeed_spec", "element_spec"),
+                     "infeed_queue_kwargs", "This argument is automatically set by Keras.")
+        depth = infeed_queue_kwargs.get("prefetch_depth")
+        if depth is not None and depth <= 0:
+            raise ValueError("prefetch_depth must be greater than zero, but it is {}".format(depth))
+        if depth is not None and depth > 255:
+            raise ValueError("prefetch_depth must be less than 256, but it is {}".format(depth))
+        self._ipu_options()["infeed_queue_options"] = dict(infeed_queue_kwargs)
+
+    def set_outfeed_queue_options(self, **outfeed_queue_kwargs):
+        """Options for the outfeed Keras creates (e.g. ``buffer_depth``)."""
+        _reject_keys(outfeed_queue_kwargs, ("outfeed_mode", "device_ordinal"),
+                     "outfeed_queue_kwargs", "This argument is not compatible with Keras.")
+        depth = outfeed_queue_kwargs.get("buffer_depth")
+        if depth is not None and depth <= 0:
+            raise ValueError("Outfeed buffer depth cannot be less than 1")
+        self._ipu_options()["outfeed_queue_options"] = dict(outfeed_queue_kwargs)
+
+    def set_asynchronous_callbacks(self, asynchronous=False):
+        self._ipu_options()["asynchronous_callbacks"] = bool(asynchronous)
+
+    # -- compile / fit / evaluate / predict ---------------------------------------------
+
+    def compile(self, optimizer="rmsprop", loss=None, metrics=None, loss_weights=None,
+                weighted_metrics=None, run_eagerly=None, steps_per_execution=None,
+                jit_compile=None, **kwargs):
+        if run_eagerly:
+            raise RuntimeError(_RUN_EAGERLY_MESSAGE)
+        del jit_compile  # the emulated IPU runs plain TensorFlow (see ipu_strategy)
+        if steps_per_execution in (None, 1):
+            _log.info("The model `%s` has been configured with only 1 steps per execution. "
+                      "Consider increasing the value for the `steps_per_execution` argument "
+                      "passed to the `compile()` method to improve performance.", self.name)
+        self.__dict__["_ipu_accumulating"] = None
+        return super().compile(optimizer=optimizer, loss=loss, metrics=metrics,
+                               loss_weights=loss_weights, weighted_metrics=weighted_metrics,
+                               run_eagerly=False, steps_per_execution=steps_per_execution,
+                               jit_compile=False, **kwargs)
+
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, *args, steps_per_epoch=None,
+            **kwargs):
+        plan = self._ipu_prepare(x, y, batch_size, steps_per_epoch, training=True)
+        with _steps_per_execution(self, plan.steps_per_execution):
+            return super().fit(x, y, batch_size, epochs, *args, steps_per_epoch=steps_per_epoch,
+                               **kwargs)
+
+    def evaluate(self, x=None, y=None, batch_size=None, *args, steps=None, **kwargs):
+        plan = self._ipu_prepare(x, y, batch_size, steps, training=False)
+        with _steps_per_execution(self, plan.steps_per_execution):
+            return super().evaluate(x, y, batch_size, *args, steps=steps, **kwargs)
+
+    def predict(self, x, batch_size=None, *args, steps=None, **kwargs):
+        plan = self._ipu_prepare(x, None, batch_size, steps, training=False)
+        with _steps_per_execution(self, plan.steps_per_execution):
+            return super().predict(x, batch_size, *args, steps=steps, **kwargs)
+
+    def _ipu_prepare(self, x, y, batch_size, steps, training):
+        if self.run_eagerly:
+            raise RuntimeError(_RUN_EAGERLY_MESSAGE)
+        requested = self._ipu_steps_per_execution()
+        plan = data_adapter.plan_execution(x, y, batch_size, steps, requested)
+        self.__dict__["_ipu_batch_bytes"] = plan.batch_bytes
+        accumulation = self._ipu_options()["gradient_accumulation_steps_per_replica"]
+        if training and accumulation and accumulation > 1:
+            if plan.steps_per_execution % accumulation:
+                raise RuntimeError(
+                    "The model has been configured to use gradient accumulation for training, "
+                    "however the current `steps_per_execution` value (set to {}) is not divisible "
+                    "by `gradient_accumulation_steps_per_replica` ({}). You need to adjust either "
+                    "`steps_per_execution` or`gradient_accumulation_steps_per_replica` to make "
+                    "sure that `steps_per_execution` is divisible by "
+                    "`gradient_accumulation_steps_per_replica`.".format(
+                        plan.steps_per_execution, accumulation))
+            self._ipu_install_accumulation(accumulation)
+        return plan
+
+    def _ipu_steps_per_execution(self):
+        variable = getattr(self, "_steps_per_execution", None)
+        return 1 if variable is None else int(variable.numpy())
+
+    # -- gradient accumulation -----------------------------------------------------------
+
+    def _ipu_install_accumulation(self, steps):
+        current = self.__dict__.get("_ipu_accumulating")
+        if current is not None and current.steps == steps and current.optimizer is self.optimizer:
+            return
+        options = self._ipu_options()
+        mean = (options["gradient_accumulation_reduction_method"] != "sum"
+                or bool(options["experimental_normalize_gradients"]))
+        self.__dict__["_ipu_accumulating"] = _GradientAccumulation(self.optimizer, steps, mean)
+        # Keras must rebuild its train function around the accumulating optimizer.
+        self.train_function = None
+
+    # -- one engine run per execution -------------------------------------------------------
+
+    def make_train_function(self, force=False):
+        return self._ipu_recorded("train_function", super().make_train_function(force))
+
+    def make_test_function(self, force=False):
+        return self._ipu_recorded("test_function", super().make_test_function(force))
+
+    def make_predict_function(self, force=False):
+        return self._ipu_recorded("predict_function", super().make_predict_function(force))
+
+    def _ipu_recorded(self, attribute, function):
+        if isinstance(function, _RecordedExecution):
+            return function
+        recorded = _RecordedExecution(self, function)
+        setattr(self, attribute, recorded)
+        return recorded
+
+
+def _reject_keys(kwargs, keys, argument, reason):
+    for key in keys:
+        if key in kwargs:
+            raise ValueError("Found `{}` key in `{}`. {}".format(key, argument, reason))
+
+
+class _steps_per_execution:  # pylint: disable=invalid-name
+    """Use ``steps`` per execution for one call (when the data holds fewer batches)."""
+
+    def __init__(self, model, steps):
+        self._model, self._steps, self._saved = model, steps, None
+
+    def __enter__(self):
+        variable = getattr(self._model, "_steps_per_execution", None)
+        if variable is not None and int(variable.numpy()) != self._steps:
+            self._saved = int(variable.numpy())
+            variable.assign(self._steps)
+
+    def __exit__(self, *exc):
+        if self._saved is not None:
+            self._model._steps_per_execution.assign(self._saved)  # pylint: disable=protected-access
+
+
+class _RecordedExecution:
+    """Keras's compiled function; each call is one engine run of steps_per_execution steps."""
+
+    def __init__(self, model, function):
+        self._model = model
+        self._function = function
+        self.__name__ = getattr(function, "__name__", "keras_function")
+
+    def __call__(self, iterator):
+        model = self._model
+        steps = model._ipu_steps_per_execution()  # pylint: disable=protected-access
+        info = tf2_programs.program_info(self._function, (iterator,), {}, key="keras")
+        return tf2_programs.execute(
+            info, lambda: self._function(iterator), iterations=steps,
+            infeed_bytes=model.__dict__.get("_ipu_batch_bytes", 0), outfeed_bytes=None)
+
+    def __getattr__(self, name):
+        return getattr(self._function, name)
+
+
+class _GradientAccumulation:
+    """Wraps ``optimizer.apply_gradients``: add each step's gradients to accumulators and
+    apply their sum (or mean) once every ``steps`` calls, as ``GradientAccumulationOptimizerV2``
+    does for the SDK's Keras."""
+
+    def __init__(self, optimizer, steps, mean):
+        self.optimizer = optimizer
+        self.steps = steps
+        self._mean = mean
+        self._apply = optimizer.__dict__.get("_ipu_original_apply", optimizer.apply_gradients)
+        optimizer.__dict__["_ipu_original_apply"] = self._apply
+        optimizer.apply_gradients = self.apply_gradients
+        self._sums = None
+        with tf.init_scope():
+            self._count = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                      name="gradient_accumulation_count")
+
+    def apply_gradients(self, grads_and_vars, *args, **kwargs):
+        pairs = [(g, v) for g, v in grads_and_vars if g is not None]
+        if self._sums is None:
+            with tf.init_scope():
+                self._sums = [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False,
+                                          name="gradient_accumulator") for _, v in pairs]
+                if hasattr(self.optimizer, "build"):
+                    self.optimizer.build([v for _, v in pairs])
+        for total, (gradient, _) in zip(self._sums, pairs):
+            total.assign_add(gradient)
+        count = self._count.assign_add(1)
+
+        def apply_accumulated():
+            scale = 1.0 / self.steps if self._mean else 1.0
+            self._apply([(total * scale, v) for total, (_, v) in zip(self._sums, pairs)],
+                        *args, **kwargs)
+            for total in self._sums:
+                total.assign(tf.zeros_like(total))
+            return tf.constant(True)
+
+        return tf.cond(tf.equal(count % self.steps, 0), apply_accumulated,
+                       lambda: tf.constant(False))
+
+
+_extended_classes = {}
+
+
+def extended_class(cls):
+    """``cls`` with ``KerasExtensions`` mixed in (made once per class, same name)."""
+    if issubclass(cls, KerasExtensions):
+        return cls
+    extended = _extended_classes.get(cls)
+    if extended is None:
+        extended = type(cls.__name__, (KerasExtensions, cls), {"__module__": cls.__module__})
+        _extended_classes[cls] = extended
+    return extended
+
+
+def install():
+    """Idempotently make models built inside an ``IPUStrategy`` scope IPU Keras models."""
+    model_class = tf.keras.Model
+    if getattr(model_class.__init__, "_ipu_emulator_hook", False):
+        return
+    original_init = model_class.__init__
+
+    def __init__(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        from ipu_emulator.ipu.ipu_strategy import IPUStrategyV1
+        strategy = getattr(self, "_distribution_strategy", None)
+        if isinstance(strategy, IPUStrategyV1) and strategy.enable_keras_extensions:
+            self.__class__ = extended_class(type(self))
+
+    __init__._ipu_emulator_hook = True  # pylint: disable=protected-access
+    model_class.__init__ = __init__

@@ -1,0 +1,696 @@
+"""Pipelining: split a model into stages on different IPUs and stream micro-batches through.
+
+Each stage is a Python function; stage ``k+1`` takes stage ``k``'s outputs.  Stage 0 takes
+``inputs`` followed by the infeed element.  With an ``optimizer_function`` the pipeline
+trains: each micro-batch's gradients are accumulated, and after
+``gradient_accumulation_count`` micro-batches the optimizer applies them once.  The whole
+pass repeats ``repeat_count`` times per ``sess.run``.
+
+    def stage1(lr, images, labels):
+        return lr, layers.Dense(256, activation=tf.nn.relu)(images), labels
+    def stage2(lr, hidden, labels):
+        logits = layers.Dense(10)(hidden)
+        return lr, tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=labels, logits=logits))
+    def optimizer_function(lr, loss):
+        return pipelining_ops.OptimizerFunctionOutput(
+            tf.train.GradientDescentOptimizer(lr), loss)
+    def model(lr):
+        return pipelining_ops.pipeline([stage1, stage2], gradient_accumulation_count=8,
+                                       inputs=[lr], infeed_queue=infeed,
+                                       outfeed_queue=outfeed,
+                                       optimizer_function=optimizer_function)
+    with ipu.scopes.ipu_scope("/device:IPU:0"):
+        train = ipu.ipu_compiler.compile(model, inputs=[lr])
+
+How the emulator runs it: one TensorFlow while loop over all ``gradient_accumulation_count
+x repeat_count`` micro-batches.  Each iteration dequeues one infeed element, calls the stages
+in order (stage ``k`` on the CPU device standing for IPU ``device_mapping[k]``, so its
+forward and backward ops really run there), adds the micro-batch's gradients to one
+accumulator per variable, and on the last micro-batch of a pass applies the accumulated
+gradients and clears the accumulators.  The numerics are therefore exactly those of
+gradient accumulation on one device; the *order* in which stages of different
+micro-batches overlap is the schedule's business, which only the simulator (the trace of
+the run) shows.  Accumulators are ordinary non-trainable variables, initialised by
+``tf.global_variables_initializer()`` like the model's own.
+"""
+import contextlib
+import enum
+import logging
+
+import tensorflow as tf
+from tensorflow.python.util import nest
+
+from ipu_emulator import record, system
+from ipu_emulator.ipu import ipu_infeed_queue, ipu_outfeed_queue
+from ipu_emulator.ipu.gradient_accumulation import GradientAccumulationReductionMethod
+from ipu_emulator.runtime import graph_costs, model_parallel, programs, shards
+
+_logger = logging.getLogger("ipu_emulator")
+
+_MAX_INT32 = 2 ** 31 - 1
+
+
+class PipelineSchedule(enum.IntEnum):
+    """How the stages of successive micro-batches are overlapped.
+
+    ``Grouped`` (default): in each step all stages run forward passes, then all backward.
+    ``Interleaved``: forward and backward passes alternate.  ``Sequential``: one stage at a
+    time, like sharding.
+    """
+    Grouped = 0
+    Interleaved = 1
+    Sequential = 2
+
+
+class RecomputationMode(enum.Enum):
+    """How activations are recomputed in the backward pass (needs
+    ``IPUConfig.allow_recompute = True``)."""
+    Auto = 0
+    RecomputeThenBackpropagate = 1
+    RecomputeAndBackpropagateInterleaved = 2
+
+
+class PipelineStageOptions:
+    """Poplar options for one stage's convolutions, matmuls and slices (kept, not used: the
+    CPU has no tile memory to trade)."""
+
+    def __init__(self, convolution_options=None, matmul_options=None, slice_options=None):
+        self.convolution_options = dict(convolution_options or {})
+        self.matmul_options = dict(matmul_options or {})
+        self.slice_options = dict(slice_options or {})
+
+    def get_proto(self):
+        return {"convolution_options": self.convolution_options,
+                "matmul_options": self.matmul_options, "slice_options": self.slice_options}
+
+
+def _is_v1_optimizer(opt):
+    return isinstance(opt, tf.compat.v1.train.Optimizer)
+
+
+def _is_keras_optimizer(opt):
+    return any(cls.__name__ in ("OptimizerV2", "Optimizer") and "keras" in cls.__module__
+               for cls in type(opt).__mro__)
+
+
+class OptimizerFunctionOutput:
+    """What ``optimizer_function`` returns: the optimizer and the loss to minimise, plus
+    optional extra arguments for ``compute_gradients`` and ``apply_gradients``."""
+
+    def __init__(self, opt, loss, compute_gradients_args=None, compute_gradients_kwargs=None,
+                 apply_gradients_args=None, apply_gradients_kwargs=None, variables=None,
+                 tape=None, gradient_capture_context=None, captured_gradient_outfeed=None):
+        if not (_is_v1_optimizer(opt) or _is_keras_optimizer(opt)):
+            raise TypeError("OptimizerFunctionOutput.opt must be a TensorFlow Optimizer or "
+                            "Keras OptimizerV2 object.")
+        if not isinstance(loss, tf.Tensor):
+            raise TypeError("OptimizerFunctionOutput.loss must be a TensorFlow Tensor object.")
+        for value, what, kind in (
+                (compute_gradients_args, "compute_gradients_args", tuple),
+                (apply_gradients_args, "apply_gradients_args", tuple),
+                (compute_gradients_kwargs, "compute_gradients_kwargs", dict),
+                (apply_gradients_kwargs, "apply_gradients_kwargs", dict)):
+            if value is not None and not isinstance(value, kind):
+                raise TypeError("OptimizerFunctionOutput.%s must be a %s." % (
+                    what, "tuple" if kind is tuple else "dictionary"))
+        if (variables is not None or tape is not None) and not _is_keras_optimizer(opt):
+            raise ValueError("OptimizerFunctionOutput.variables and OptimizerFunctionOutput.tape "
+                             "can only be used with a Keras OptimizerV2.")
+        if variables is not None and tape is not None:
+            raise ValueError("Only one of OptimizerFunctionOutput.variables and "
+                             "OptimizerFunctionOutput.tape can be set.")
+        self.opt = opt
+        self.loss = loss
+        self.compute_gradients_args = compute_gradients_args or ()
+        self.compute_gradients_kwargs = compute_gradients_kwargs or {}
+        self.apply_gradients_args = apply_gradients_args or ()
+        self.apply_gradients_kwargs = apply_gradients_kwargs or {}
+        self.variables = variables
+        self.tape = tape
+        self.gradient_capture_context = gradient_capture_context
+        self.captured_gradient_outfeed = captured_gradient_outfeed
+
+
+def recomputation_checkpoint(tensors, name=None):
+    """Mark ``tensors`` as kept for recomputation (an identity here)."""
+    with tf.name_scope(name or "recomputation_checkpoint"):
+        return nest.map_structure(tf.identity, tensors)
+
+
+_SCHEDULE_NAMES = {PipelineSchedule.Grouped: "grouped",
+                   PipelineSchedule.Interleaved: "interleaved",
+                   PipelineSchedule.Sequential: "sequential"}
+
+
+def _stage_ipus(mapping_entry):
+    return list(mapping_entry) if isinstance(mapping_entry, (list, tuple)) else [mapping_entry]
+
+
+def pipeline(computational_stages, gradient_accumulation_count=None,
+             gradient_accumulation_dtype=None, gradient_accumulation_for_captured_grads=True,
+             repeat_count=1, batch_serialization_iterations=1, inputs=None, infeed_queue=None,
+             outfeed_queue=None, optimizer_function=None, device_mapping=None,
+             pipeline_schedule=None, recomputation_mode=None,
+             forward_propagation_stages_poplar_options=None,
+             backward_propagation_stages_poplar_options=None,
+             weight_update_poplar_options=None, offload_weight_update_variables=None,
+             replicated_optimizer_state_sharding=False, offload_activations=None,
+             offload_gradient_accumulation_buffers=None, replicated_weight_sharding=None,
+             offload_weights=None, continuous_weight_updates=False, outfeed_loss=False,
+             accumulate_outfeed=False, accumulate_outfeed_dtype=None, outfeed_mask=None,
+             reduction_method=GradientAccumulationReductionMethod.SUM, name=None,
+             pipeline_depth=None):
+    """Build a pipelined computation; returns the ``tf.Operation`` that runs it.
+
+    Accepts every historical signature (``pipeline_depth`` was the name of
+    ``gradient_accumulation_count`` in SDK 1.x).  Results leave through ``outfeed_queue``.
+    """
+    del gradient_accumulation_for_captured_grads, replicated_weight_sharding
+    del offload_gradient_accumulation_buffers, weight_update_poplar_options
+    if gradient_accumulation_count is None:
+        gradient_accumulation_count = pipeline_depth
+    gac = gradient_accumulation_count
+    # 1. the accumulation count
+    if gac is None:
+        raise ValueError("gradient_accumulation_count must be specified.")
+    if not isinstance(gac, (tf.Tensor, tf.Variable)):
+        gac = int(gac)
+        if gac < 0:
+            raise ValueError("gradient_accumulation_count must be >= 0.")
+        if gac > _MAX_INT32:
+            raise ValueError("gradient_accumulation_count must be < max int32.")
+    # 2.-3. reduction method and unsupported modes
+    reduction_method = GradientAccumulationReductionMethod.parse(reduction_method)
+    if (reduction_method != GradientAccumulationReductionMethod.SUM
+            and batch_serialization_iterations != 1):
+        raise ValueError("batch_serialization_iterations != 1 is only supported when "
+                         "reduction_method is GradientAccumulationReductionMethod.SUM")
+    if continuous_weight_updates:
+        raise NotImplementedError("Continuous weight updates are currently not supported.")
+    # 4. inputs (variables are passed by value)
+    inputs = _pipeline_inputs(inputs)
+    # 5. schedule and recomputation mode
+    if pipeline_schedule is None:
+        pipeline_schedule = (PipelineSchedule.Sequential if batch_serialization_iterations > 1
+                             else PipelineSchedule.Grouped)
+    if not isinstance(pipeline_schedule, PipelineSchedule):
+        raise TypeError("The given pipeline_schedule is not a member of the "
+                        "PipelineSchedule enumeration.")
+    if batch_serialization_iterations > 1 and pipeline_schedule != PipelineSchedule.Sequential:
+        raise NotImplementedError(
+            "Batch serialization is only supported with the `Sequential` schedule.")
+    if recomputation_mode is None:
+        recomputation_mode = RecomputationMode.Auto
+    if not isinstance(recomputation_mode, RecomputationMode):
+        raise TypeError("The given recomputation_mode is not a member of the "
+                        "RecomputationMode enumeration.")
+    # 6.-9. stages, feeds and the device mapping
+    if not isinstance(computational_stages, (list, tuple)):
+        raise TypeError("computational_stages argument needs to be a list or a tuple.")
+    if device_mapping is None:
+        device_mapping = ([0] * len(computational_stages) if batch_serialization_iterations > 1
+                          else list(range(len(computational_stages))))
+    if infeed_queue is not None and not isinstance(infeed_queue,
+                                                   ipu_infeed_queue.IPUInfeedQueue):
+        raise TypeError("infeed_queue is not an instance of ipu_infeed_queue.IPUInfeedQueue")
+    if outfeed_queue is not None and not isinstance(outfeed_queue,
+                                                    ipu_outfeed_queue.IPUOutfeedQueue):
+        raise TypeError("outfeed_queue is not an instance of ipu_outfeed_queue.IPUOutfeedQueue")
+    if len(computational_stages) < 2:
+        raise ValueError("Pipeline requires at least two computational stages.")
+    if not isinstance(device_mapping, (list, tuple)):
+        raise TypeError("device_mapping argument needs to be a list or a tuple.")
+    if len(device_mapping) != len(computational_stages):
+        raise ValueError("Each stage must be mapped to an IPU: %d mappings != %d stages"
+                         % (len(device_mapping), len(computational_stages)))
+    training = optimizer_function is not None
+    all_ipus = [ipu for entry in device_mapping for ipu in _stage_ipus(entry)]
+    # 10.-11. schedule restrictions
+    if (pipeline_schedule == PipelineSchedule.Interleaved and training
+            and len(set(all_ipus)) != len(all_ipus)):
+        raise NotImplementedError(
+            "The pipelining schedule 'Interleaved' does not currently support multiple "
+            "pipeline stages on the same device for training graphs. Please use a different "
+            "pipeline schedule.")
+    if (pipeline_schedule == PipelineSchedule.Sequential and batch_serialization_iterations > 1
+            and len(set(all_ipus)) > 1):
+        raise NotImplementedError("When using batch serialization, all the pipeline stages "
+                                  "need to be mapped to a single IPU.")
+    # 12. per-stage Poplar options
+    for options, what in ((forward_propagation_stages_poplar_options,
+                           "forward_propagation_stages_poplar_options"),
+                          (backward_propagation_stages_poplar_options,
+                           "backward_propagation_stages_poplar_options")):
+        _check_stage_options(options, what, len(computational_stages))
+    # 13.-14. outfeed settings
+    if outfeed_mask is not None and not training:
+        raise ValueError("An optimizer_function must be provided when outfeed_mask is set.")
+    if outfeed_loss and not training:
+        raise ValueError("An optimizer_function must be provided when outfeed_loss is True.")
+    if outfeed_loss and outfeed_mask is not None:
+        raise ValueError("Only one of `outfeed_loss` and `outfeed_mask` can be set.")
+    if accumulate_outfeed and outfeed_queue is None:
+        raise ValueError("An outfeed_queue must be provided when accumulate_outfeed is True.")
+    if accumulate_outfeed and outfeed_queue.outfeed_mode != ipu_outfeed_queue.IPUOutfeedMode.ALL:
+        raise ValueError("To accumulate the outfeed, it must be in IPUOutfeedMode ALL.")
+    # 15. settings that only matter when training
+    if not training and (replicated_optimizer_state_sharding or offload_weight_update_variables):
+        _logger.warning("Optimizer state sharding and weight update variable offloading only "
+                        "apply to training pipelines; they are ignored for inference.")
+
+    builder = _PipelineBuilder(
+        stages=list(computational_stages), device_mapping=list(device_mapping), gac=gac,
+        repeat_count=repeat_count, inputs=inputs, infeed_queue=infeed_queue,
+        outfeed_queue=outfeed_queue, optimizer_function=optimizer_function,
+        accumulation_dtype=gradient_accumulation_dtype, reduction_method=reduction_method,
+        outfeed_loss=outfeed_loss, outfeed_mask=outfeed_mask,
+        accumulate_outfeed=accumulate_outfeed, accumulate_outfeed_dtype=accumulate_outfeed_dtype,
+        schedule=pipeline_schedule)
+    with tf.name_scope(name or "pipeline"), _single_replica():
+        op = builder.build()
+    program = programs.current_program()
+    if program is not None:
+        model_parallel.register_pipeline(program, builder.registration(
+            offload_weights=bool(offload_weight_update_variables or offload_weights),
+            offload_activations=bool(offload_activations)))
+    return op
+
+
+def _single_replica():
+    """A pipeline runs as one replica (replication of pipelines is not emulated): its feeds
+    must not be deferred to a replicated build around it."""
+    from ipu_emulator.runtime import replication
+    context = getattr(replication, "_replica_context", None)
+    return context(None, None) if context is not None else contextlib.nullcontext()
+
+
+def _pipeline_inputs(inputs):
+    if inputs is None:
+        return []
+    if not isinstance(inputs, (list, tuple)):
+        inputs = [inputs]
+    converted = []
+    for value in inputs:
+        if isinstance(value, tf.Variable) or getattr(value, "dtype", None) == tf.resource:
+            _logger.warning("Passing tensor %s by value.", value)
+            value = tf.convert_to_tensor(value.read_value() if isinstance(value, tf.Variable)
+                                         else value)
+        converted.append(tf.convert_to_tensor(value))
+    return converted
+
+
+def _check_stage_options(options, what, num_stages):
+    if options is None:
+        return
+    if not isinstance(options, (list, tuple)) or not all(
+            isinstance(o, PipelineStageOptions) for o in options):
+        raise TypeError("%s must be a list or a tuple of PipelineStageOptions objects." % what)
+    if len(options) != num_stages:
+        raise ValueError(
+            "%s must be a list or a tuple of PipelineStageOptions objects of length %d (same "
+            "number as the number of computational stages) but is %d."
+            % (what, num_stages, len(options)))
+
+
+def _stage_arguments(outputs):
+    """How one stage's outputs become the next stage's (or the optimizer's) arguments."""
+    if outputs is None:
+        return [], {}
+    if isinstance(outputs, (list, tuple)):
+        return list(outputs), {}
+    return [outputs], {}
+
+
+def _tensor_bytes(values):
+    total = 0
+    for value in nest.flatten(values):
+        if isinstance(value, tf.Tensor):
+            total += graph_costs._bytes(value)  # pylint: disable=protected-access
+    return total
+
+
+class _PipelineBuilder:
+    """Builds the emulated pipeline loop and remembers which ops form each stage."""
+
+    def __init__(self, stages, device_mapping, gac, repeat_count, inputs, infeed_queue,
+                 outfeed_queue, optimizer_function, accumulation_dtype, reduction_method,
+                 outfeed_loss, outfeed_mask, accumulate_outfeed, accumulate_outfeed_dtype,
+                 schedule):
+        self.stages = stages
+        self.device_mapping = device_mapping
+        self.gac = gac
+        self.repeat_count = repeat_count
+        self.inputs = inputs
+        self.infeed_queue = infeed_queue
+        self.outfeed_queue = outfeed_queue
+        self.optimizer_function = optimizer_function
+        self.accumulation_dtype = accumulation_dtype
+        self.reduction_method = reduction_method
+        self.outfeed_loss = outfeed_loss
+        self.outfeed_mask = outfeed_mask
+        self.accumulate_outfeed = accumulate_outfeed
+        self.accumulate_outfeed_dtype = accumulate_outfeed_dtype
+        self.schedule = schedule
+        self.training = optimizer_function is not None
+        self.stage_of_op = {}
+        self.stage_output_bytes = [0] * len(stages)
+        self.stage_input_bytes = [0] * len(stages)
+        self.gradient_buffers = []  # one accumulator per trained variable
+        self.outfeed_buffers = []  # sums of an accumulated outfeed
+        self.graph = tf.compat.v1.get_default_graph()
+        self.first_op_id = None
+
+    # -- the loop ---------------------------------------------------------------------
+
+    def build(self):
+        self.first_op_id = self._next_op_id()
+        self.ops_before = set(self.graph.get_operations())
+        gac = self.gac
+        total = gac * self.repeat_count
+        guards = []
+        if isinstance(gac, (tf.Tensor, tf.Variable)):
+            guards.append(self._runtime_count_check(gac))
+        outermost = not programs.inside_loop()
+
+        def condition(counter):
+            return counter < total
+
+        def body(counter):
+            with programs.loop_body():
+                done = self._micro_batch(counter)
+            with tf.control_dependencies(done):
+                return counter + 1
+
+        with tf.control_dependencies(guards):
+            start = tf.constant(0, dtype=tf.int32)
+        counter = tf.compat.v1.while_loop(condition, body, [start], parallel_iterations=1)
+        program = programs.current_program()
+        if program is not None and outermost:
+            program.trip_counters.append(counter)
+        return tf.group(counter, name="pipeline")
+
+    def _runtime_count_check(self, gac):
+        from ipu_emulator import schedules
+        overlap = schedules.pipeline_overlap(
+            _SCHEDULE_NAMES[self.schedule], len(self.stages), self.training,
+            [_stage_ipus(m)[0] for m in self.device_mapping])
+        message = ("Pipeline depth is invalid. Check that pipeline depth is divisible by the "
+                   "overlap length (%d) and pipeline depth is >= %d.\nThis number might be "
+                   "called `gradient_accumulation_count`, `gradient_accumulation_steps_per_"
+                   "replica` or `steps_per_execution` depending on the API used."
+                   % (overlap, overlap))
+        gac = tf.cast(gac, tf.int32)
+        valid = tf.logical_and(tf.equal(gac % overlap, 0), gac >= overlap)
+        return tf.debugging.Assert(valid, [message])
+
+    def _next_op_id(self):
+        """Position the next op will take in the graph's creation order."""
+        return len(self.graph.get_operations())
+
+    def _ops_since(self, first_id):
+        return self.graph.get_operations()[first_id:]
+
+    def _mark(self, first_id, stage, only_new=True):
+        for op in self._ops_since(first_id):
+            if not only_new or op.name not in self.stage_of_op:
+                self.stage_of_op[op.name] = stage
+
+    # -- one micro-batch ----------------------------------------------------------------
+
+    def _micro_batch(self, counter):
+        last = len(self.stages) - 1
+        args, kwargs = list(self.inputs), {}
+        self.stage_input_bytes[0] = _tensor_bytes(self.inputs)
+        if self.infeed_queue is not None:
+            from ipu_emulator.ipu import loops
+            args, kwargs = loops._append_infeed_element(  # pylint: disable=protected-access
+                args, self.infeed_queue._dequeue())  # pylint: disable=protected-access
+        for k, stage in enumerate(self.stages):
+            first = self._next_op_id()
+            outputs = self._call_stage(k, stage, args, kwargs)
+            self._mark(first, k)
+            self._check_captures(first, k)
+            self.stage_output_bytes[k] = _tensor_bytes(outputs) if k < last else 0
+            if k < last:
+                self.stage_input_bytes[k + 1] = _tensor_bytes(outputs)
+            args, kwargs = _stage_arguments(outputs)
+            last_outputs = outputs
+
+        effects = []
+        first = self._next_op_id()
+        if self.training:
+            to_outfeed, update = self._train(counter, args, kwargs, last_outputs)
+            effects.append(update)
+        else:
+            to_outfeed = last_outputs
+        effects += self._outfeed(counter, to_outfeed)
+        self._mark(first, last)
+        return [e for e in effects if e is not None]
+
+    def _call_stage(self, k, stage, args, kwargs):
+        ipus = _stage_ipus(self.device_mapping[k])
+        if isinstance(stage, (list, tuple)):
+            # Concurrent stages share their arguments; their outputs are concatenated.
+            outputs = []
+            for function, ipu in zip(stage, ipus * len(stage) if len(ipus) == 1 else ipus):
+                with shards.shard_context([ipu]):
+                    result = function(*args, **kwargs)
+                outputs += _stage_arguments(result)[0]
+            return outputs
+        with shards.shard_context(ipus):
+            return stage(*args, **kwargs)
+
+    def _check_captures(self, first_id, stage):
+        """Stages may only use tensors from outside through ``inputs`` (or variables)."""
+        allowed = {t.name for t in self.inputs}
+        for op in self._ops_since(first_id):
+            if op.type not in ("Enter", "RefEnter"):
+                continue
+            tensor = op.inputs[0]
+            if tensor.dtype in (tf.resource, tf.variant) or tensor.name in allowed:
+                continue
+            if tensor.op in self.ops_before:
+                raise ValueError(
+                    "Trying to capture the tensor %s which is not a resource. This tensor "
+                    "needs to be passed as either part of the `input` or `infeed_queue` of "
+                    "the pipeline." % tensor)
+
+    # -- training: gradients, accumulation, weight update -------------------------------
+
+    def _gradients(self, result):
+        opt, loss = result.opt, result.loss
+        if _is_v1_optimizer(opt):
+            pairs = opt.compute_gradients(loss, *result.compute_gradients_args,
+                                          **result.compute_gradients_kwargs)
+        else:
+            if result.tape is not None:
+                variables = result.tape.watched_variables()
+                grads = result.tape.gradient(loss, variables)
+            elif result.variables is not None:
+                variables = list(result.variables)
+                grads = opt.get_gradients(loss, variables)
+            else:
+                raise RuntimeError(
+                    "No variables to optimize. When using OptimzerV2, OptimizerFunctionOutput "
+                    "must contain a list of variables or a GradientTape.")
+            pairs = list(zip(grads, variables))
+        return [(g, v) for g, v in pairs if g is not None]
+
+    def _variable_stage(self, variable):
+        stage = self.stage_of_op.get(variable.handle.op.name)
+        if stage is not None:
+            return stage
+        shard = shards.placed_shard(variable.handle.op)
+        for k, entry in enumerate(self.device_mapping):
+            if shard in _stage_ipus(entry):
+                return k
+        return len(self.stages) - 1
+
+    def _accumulation_dtype(self, variable):
+        dtype = self.accumulation_dtype
+        if dtype is None:
+            return variable.dtype.base_dtype
+        # NumPy scalar types are callable too: try the value as a type before calling it.
+        try:
+            return tf.as_dtype(dtype)
+        except TypeError:
+            if not callable(dtype):
+                raise
+        return tf.as_dtype(dtype(variable))
+
+    def _train(self, counter, args, kwargs, last_outputs):
+        last = len(self.stages) - 1
+        first = self._next_op_id()
+        with shards.shard_context(_stage_ipus(self.device_mapping[last])):
+            result = self.optimizer_function(*args, **kwargs)
+            if not isinstance(result, OptimizerFunctionOutput):
+                raise TypeError("The optimizer_function must return an OptimizerFunctionOutput "
+                                "instance.")
+            pairs = self._gradients(result)
+        # Backward ops belong to the stage of the forward op they differentiate.
+        for op in self._ops_since(first):
+            original = getattr(op, "_original_op", None)
+            if original is not None and original.name in self.stage_of_op:
+                self.stage_of_op[op.name] = self.stage_of_op[original.name]
+            else:
+                self.stage_of_op.setdefault(op.name, last)
+
+        micro_batch = tf.math.floormod(counter, tf.cast(self.gac, tf.int32))
+        accumulators, accumulate = [], []
+        with tf.name_scope("gradients_accumulation"):
+            for grad, variable in pairs:
+                stage = self._variable_stage(variable)
+                first = self._next_op_id()
+                with shards.shard_context(_stage_ipus(self.device_mapping[stage])):
+                    buffer = _zeros_variable(variable.op.name.replace("/", "_"),
+                                             variable.shape, self._accumulation_dtype(variable))
+                    accumulate.append(self._accumulate(buffer, grad, micro_batch))
+                self._mark(first, stage)
+                self.gradient_buffers.append(buffer)
+                accumulators.append((buffer, variable))
+
+        with tf.control_dependencies(accumulate):
+            # The weight update runs after this micro-batch's gradients were added (the
+            # branch hangs off the predicate, so it inherits this ordering).
+            last_micro_batch = tf.equal(micro_batch, tf.cast(self.gac, tf.int32) - 1)
+
+        def weight_update():
+            applied = [(tf.cast(buffer.read_value(), variable.dtype.base_dtype), variable)
+                       for buffer, variable in accumulators]
+            apply_op = result.opt.apply_gradients(applied, *result.apply_gradients_args,
+                                                  **result.apply_gradients_kwargs)
+            with tf.control_dependencies([apply_op]):
+                cleared = [buffer.assign(tf.zeros_like(buffer)) for buffer, _ in accumulators]
+            with tf.control_dependencies(cleared):
+                return tf.constant(0)
+
+        first = self._next_op_id()
+        update = tf.compat.v1.cond(last_micro_batch, weight_update, lambda: tf.constant(0))
+        for op in self._ops_since(first):
+            stage = self._stage_of_update_op(op)
+            self.stage_of_op[op.name] = stage
+
+        if self.outfeed_loss:
+            to_outfeed = result.loss
+        else:
+            to_outfeed = list(_stage_arguments(last_outputs)[0])
+            if self.outfeed_mask is not None:
+                if len(self.outfeed_mask) != len(to_outfeed):
+                    raise ValueError(
+                        "The last computational stage has %d outputs, but the `outfeed_mask` "
+                        "has elements %d - these need to match in size."
+                        % (len(to_outfeed), len(self.outfeed_mask)))
+                to_outfeed = [t for t, masked in zip(to_outfeed, self.outfeed_mask)
+                              if not masked]
+        return to_outfeed, update
+
+    def _stage_of_update_op(self, op):
+        for tensor in op.inputs:
+            if tensor.dtype == tf.resource:
+                source = tensor.op
+                while source.type in ("Switch", "Identity", "Enter") and source.inputs:
+                    source = source.inputs[0].op
+                if source.name in self.stage_of_op:
+                    return self.stage_of_op[source.name]
+        return self.stage_of_op.get(op.name, len(self.stages) - 1)
+
+    def _accumulate(self, buffer, grad, micro_batch):
+        grad = tf.cast(tf.convert_to_tensor(grad), buffer.dtype.base_dtype)
+        method = self.reduction_method
+        if method == GradientAccumulationReductionMethod.SUM:
+            return buffer.assign_add(grad)
+        if method == GradientAccumulationReductionMethod.MEAN:
+            return buffer.assign_add(grad / tf.cast(self.gac, grad.dtype))
+        n = tf.cast(micro_batch, grad.dtype)  # RUNNING_MEAN
+        return buffer.assign(buffer.read_value() * n / (n + 1) + grad / (n + 1))
+
+    # -- outfeed ------------------------------------------------------------------------
+
+    def _outfeed(self, counter, values):
+        tensors = [v for v in nest.flatten(values) if isinstance(v, tf.Tensor)]
+        if self.outfeed_queue is None:
+            if tensors:
+                raise ValueError("The last computational stage has tensor outputs: %s, but no "
+                                 "outfeed_queue has been provided." % ", ".join(
+                                     str(t) for t in tensors))
+            return []
+        if isinstance(values, tuple):
+            values = list(values)
+        if values is None or (isinstance(values, list) and not values):
+            return []
+        if not self.accumulate_outfeed:
+            return [self.outfeed_queue.enqueue(values)]
+        return [self._accumulated_outfeed(counter, values)]
+
+    def _accumulated_outfeed(self, counter, values):
+        """Sum the outfed values over a pass; enqueue the sums once, at its end."""
+        flat = nest.flatten(values)
+        sums, adds = [], []
+        for index, value in enumerate(flat):
+            dtype = (tf.as_dtype(self.accumulate_outfeed_dtype)
+                     if self.accumulate_outfeed_dtype is not None else value.dtype.base_dtype)
+            buffer = _zeros_variable("outfeed_accumulator_%d" % index, value.shape, dtype)
+            adds.append(buffer.assign_add(tf.cast(value, dtype)))
+            sums.append(buffer)
+            self.outfeed_buffers.append(buffer)
+        micro_batch = tf.math.floormod(counter, tf.cast(self.gac, tf.int32))
+        with tf.control_dependencies(adds):
+            end_of_pass = tf.equal(micro_batch, tf.cast(self.gac, tf.int32) - 1)
+
+        def enqueue_sums():
+            totals = [s.read_value() for s in sums]
+            enqueue = self.outfeed_queue.enqueue(nest.pack_sequence_as(values, totals))
+            with tf.control_dependencies([enqueue]):
+                cleared = [s.assign(tf.zeros_like(s)) for s in sums]
+            with tf.control_dependencies(cleared):
+                return tf.constant(0)
+
+        return tf.compat.v1.cond(end_of_pass, enqueue_sums, lambda: tf.constant(0))
+
+    # -- what the run record needs ------------------------------------------------------
+
+    def registration(self, offload_weights, offload_activations):
+        gac_is_static = not isinstance(self.gac, (tf.Tensor, tf.Variable))
+        repeat_static = not isinstance(self.repeat_count, (tf.Tensor, tf.Variable))
+        settings = record.PipelineSettings(
+            schedule=_SCHEDULE_NAMES[self.schedule],
+            gradient_accumulation_count=int(self.gac) if gac_is_static else 0,
+            repeat_count=int(self.repeat_count) if repeat_static else 1,
+            device_mapping=tuple(_stage_ipus(m)[0] for m in self.device_mapping),
+            training=self.training,
+            recompute=self.training and system.current().allow_recompute,
+            offload_weights=offload_weights and self.training,
+            offload_activations=offload_activations and self.training,
+            accumulation_dtype_bytes=self._accumulator_element_bytes())
+        buffers = self.gradient_buffers + self.outfeed_buffers
+        return model_parallel.PipelineBuild(
+            settings, dict(self.stage_of_op), list(self.stage_output_bytes),
+            list(self.stage_input_bytes), gac_is_static,
+            buffer_handles=[b.handle.op.name for b in buffers])
+
+    def _accumulator_element_bytes(self):
+        """Bytes per element of the gradient accumulators as built, whichever way
+        ``gradient_accumulation_dtype`` named their type (None, a DType, a NumPy type, a
+        callable per variable); 4 when nothing is accumulated."""
+        elements = sum(b.shape.num_elements() or 0 for b in self.gradient_buffers)
+        if not elements:
+            return 4
+        total = sum((b.shape.num_elements() or 0) * b.dtype.base_dtype.size
+                    for b in self.gradient_buffers)
+        return max(1, int(round(total / elements)))
+
+
+def _zeros_variable(name, shape, dtype):
+    """A non-trainable buffer starting at zero (created outside the loop, like any variable
+    made in a loop body; ``global_variables_initializer`` sets it)."""
+    shape = tf.TensorShape(shape)
+    return tf.compat.v1.Variable(
+        lambda: tf.zeros(shape, dtype), trainable=False, use_resource=True,
+        name=name + "_accumulator", dtype=dtype,
+        collections=[tf.compat.v1.GraphKeys.GLOBAL_VARIABLES])
+
+
+__all__ = ["pipeline", "PipelineSchedule", "RecomputationMode", "OptimizerFunctionOutput",
+           "PipelineStageOptions", "recomputation_checkpoint",
+           "GradientAccumulationReductionMethod"]

@@ -1,0 +1,193 @@
+"""Sharded and pipelined programs at run time: the backend's checks and what gets recorded.
+
+The SDK's compiler decides, when a program first runs, how many IPUs its shards need and
+whether the rest of the device replicates it (IPU_API.md 1.4), and checks each pipeline's
+gradient accumulation count against its schedule (6.5).  The session hook calls
+``check_first_run`` at that moment, so these errors surface where they do on hardware: as
+``tf.errors`` from the first ``sess.run``.
+
+Every run is then recorded with the cost of each shard or pipeline stage, measured from the
+ops that belong to it (``complete_run``), so the simulator can draw the run's trace.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import replace
+from typing import Dict, List
+
+import tensorflow as tf
+
+from ipu_emulator import record, system
+from ipu_emulator.costs import StageCost
+from ipu_emulator.schedules import PipelineConfigurationError
+from . import graph_costs, shards
+
+_logger = logging.getLogger("ipu_emulator")
+
+# Pipelines built into each program (by program name): ``pipelining_ops`` registers them.
+_pipelines: Dict[str, List["PipelineBuild"]] = {}
+
+
+class PipelineBuild:
+    """What ``pipelining_ops.pipeline`` built: its settings and which ops form each stage."""
+
+    def __init__(self, settings, stage_of_op, stage_output_bytes, stage_input_bytes,
+                 gac_is_static, buffer_handles=()):
+        self.settings = settings  # record.PipelineSettings
+        self.stage_of_op = stage_of_op  # op name -> stage index
+        self.stage_output_bytes = stage_output_bytes
+        self.stage_input_bytes = stage_input_bytes
+        self.gac_is_static = gac_is_static
+        # VarHandleOp names of the pipeline's own buffers (gradient and outfeed
+        # accumulators): the simulator sizes the accumulators from the settings instead.
+        self.buffer_handles = frozenset(buffer_handles)
+
+
+def register_pipeline(program, build: PipelineBuild) -> None:
+    _pipelines.setdefault(program.name, []).append(build)
+
+
+def pipelines_of(program) -> List[PipelineBuild]:
+    return _pipelines.get(program.name, [])
+
+
+# --- checks at the first run ---------------------------------------------------------
+
+
+def _shard_count_error(num_ipus, num_shards):
+    return tf.errors.InternalError(
+        None, None,
+        "Trying to compile a graph for an IPU device with %d IPUs and %d shards. The number "
+        "of shards needs to divide the number of IPUs." % (num_ipus, num_shards))
+
+
+def replication_factor(program) -> int:
+    """IPUs of the program's device over its shards (the backend's implicit replication)."""
+    num_ipus = system.device(program.device_ordinal).num_ipus
+    return max(1, num_ipus // shards.num_shards(program))
+
+
+def check_first_run(program) -> None:
+    """The compiler's checks: shards against the device, pipeline counts against schedules."""
+    num_ipus = system.device(program.device_ordinal).num_ipus
+    num_shards = shards.num_shards(program)
+    if num_ipus % num_shards != 0:
+        raise _shard_count_error(num_ipus, num_shards)
+    if num_ipus // num_shards > 1:
+        _logger.info("Automatically replicating the TensorFlow model by a factor of %d.",
+                     num_ipus // num_shards)
+    from ipu_emulator import schedules
+    for build in pipelines_of(program):
+        if not build.gac_is_static:
+            continue  # a count given as a tensor is checked on the device, every run
+        settings = build.settings
+        try:
+            schedules.check_gradient_accumulation_count(
+                settings.schedule, len(settings.device_mapping),
+                settings.gradient_accumulation_count, settings.training,
+                list(settings.device_mapping))
+        except PipelineConfigurationError as error:
+            raise getattr(tf.errors, error.sdk_error)(None, None, error.message) from None
+
+
+def check_session(session, programs) -> None:
+    """A session made before the IPU system was configured has too few CPU devices for the
+    program's IPUs; say so plainly instead of TensorFlow's placement error."""
+    for program in programs:
+        used = shards.program_shard_indices(program)
+        if not used:
+            continue
+        needed = shards.cpu_offset(program.device_ordinal) + max(used) + 1
+        available = shards.session_cpu_devices(session)
+        if available < needed:
+            raise tf.errors.FailedPreconditionError(
+                None, None,
+                "This session has %d CPU device(s), but the program runs on %d IPUs, each "
+                "emulated by its own CPU device. Create the tf.Session after configuring the "
+                "IPU system (ipu.config.IPUConfig().configure_ipu_system()), so that it gets "
+                "one CPU device per IPU." % (available, needed))
+
+
+# --- what a run records ----------------------------------------------------------------
+
+
+def synthetic_data() -> bool:
+    """``TF_POPLAR_FLAGS=--use_synthetic_data``: no data crosses the host link."""
+    return "--use_synthetic_data" in os.environ.get("TF_POPLAR_FLAGS", "")
+
+
+def complete_run(program, run: record.EngineRun) -> record.EngineRun:
+    """Add the shard/stage costs (and pipeline settings) of ``program`` to ``run``."""
+    if synthetic_data():
+        run = replace(run, infeed_bytes_per_iteration=0, outfeed_bytes_per_iteration=0)
+    builds = pipelines_of(program)
+    used = shards.program_shard_indices(program)
+    if not builds and not used:
+        return run
+    cached = getattr(program, "_ipu_emulator_stages", None)
+    if cached is None:
+        cached = (_pipeline_stages(program, builds[0]) if builds
+                  else _shard_stages(program, shards.num_shards(program)))
+        program._ipu_emulator_stages = cached  # pylint: disable=protected-access
+    stages = cached
+    if synthetic_data():
+        stages = (replace(stages[0], input_bytes=0),) + tuple(stages[1:])
+    num_shards = shards.num_shards(program)
+    return replace(run, stages=stages, pipeline=builds[0].settings if builds else None,
+                   num_ipus=num_shards * max(1, run.replicas))
+
+
+def _stage_cost(name, ops, input_bytes, output_bytes) -> StageCost:
+    cost = graph_costs.program_cost(ops) if ops else record.ComputeCost()
+    phase_bytes = cost.phase_bytes or (cost.bytes_accessed, 0.0, 0.0)
+    return StageCost(
+        name=name, forward_flops=cost.forward_flops, backward_flops=cost.backward_flops,
+        weight_update_flops=cost.weight_update_flops, forward_bytes_accessed=phase_bytes[0],
+        backward_bytes_accessed=phase_bytes[1], parameter_bytes=cost.parameter_bytes,
+        activation_bytes=cost.activation_bytes, input_bytes=int(input_bytes),
+        output_bytes=int(output_bytes))
+
+
+def _infeed_bytes(program) -> int:
+    return sum(f.element_bytes() for f in program.infeeds)
+
+
+def _shard_stages(program, num_shards):
+    """One StageCost per shard; tensors crossing from a shard to a later one are its output."""
+    groups = shards.shard_ops(program)
+    shard_of_op = {op.name: shard for shard, ops in groups.items() for op in ops}
+    crossing = [0] * num_shards
+    for shard, ops in groups.items():
+        for op in ops:
+            if graph_costs.phase_of(op) != "forward":
+                continue
+            for tensor in op.inputs:
+                source = shard_of_op.get(tensor.op.name)
+                if source is not None and source < shard and source < num_shards:
+                    crossing[source] += graph_costs._bytes(tensor)  # pylint: disable=protected-access
+    stages = []
+    for shard in range(num_shards):
+        input_bytes = _infeed_bytes(program) if shard == 0 else crossing[shard - 1]
+        stages.append(_stage_cost("shard%d" % shard, groups.get(shard, []), input_bytes,
+                                  crossing[shard]))
+    return tuple(stages)
+
+
+def _pipeline_stages(program, build: PipelineBuild):
+    count = len(build.settings.device_mapping)
+    groups = {k: [] for k in range(count)}
+    for op in program.new_ops:
+        groups[build.stage_of_op.get(op.name, 0)].append(op)
+    stages = []
+    for k in range(count):
+        input_bytes = build.stage_input_bytes[k] + (_infeed_bytes(program) if k == 0 else 0)
+        stage = _stage_cost("stage%d" % k, groups[k], input_bytes, build.stage_output_bytes[k])
+        # Weights and optimizer state apart, so offloading the state shows in the trace.
+        weights, state = graph_costs.variable_bytes_by_role(groups[k], build.buffer_handles)
+        stages.append(replace(stage, parameter_bytes=weights, optimizer_state_bytes=state))
+    return tuple(stages)
+
+
+__all__ = ["PipelineBuild", "register_pipeline", "pipelines_of", "check_first_run",
+           "check_session", "complete_run", "replication_factor", "synthetic_data"]

@@ -1,0 +1,287 @@
+"""Shards: which IPU of a multi-IPU device an op runs on, made real with CPU devices.
+
+On an IPU system ``ipu_shard(k)`` tags ops with an XLA ``OpSharding`` (``MAXIMAL`` on core
+``k``) and the compiler places them on the ``k``-th IPU of the TensorFlow device.  The
+emulator keeps the same tag (the ``_XlaSharding`` attribute, so tools that read it still
+work) and also places each shard on its own TensorFlow CPU device: shard ``k`` of
+``/device:IPU:d`` runs on ``/device:CPU:{offset(d) + k}``, where ``offset(d)`` counts the
+IPUs of the devices before ``d``.  Tensors crossing shards then really move between devices
+(TensorFlow inserts send/receive pairs, as the IPU does with inter-IPU copies).
+
+A TF1 ``Session`` has only one CPU device unless its ``ConfigProto`` asks for more with
+``device_count={'CPU': N}``; ``tf.config.set_logical_device_configuration`` does not reach
+sessions.  The tutorial scripts create ``tf.Session()`` themselves, so ``install()`` wraps
+``BaseSession.__init__``: a session created after an IPU system with ``N`` IPUs in total was
+configured gets ``N`` CPU devices (unless its config already asks for at least that many);
+a session created without a config also gets soft placement.
+Doing it at session creation rather than at configure time is the only place it can be
+done: the device list of a session is fixed when it is created, and it is the one moment
+we know both the configuration and the session's own ``ConfigProto``.
+
+Backward ops follow their forward op's shard, as in the SDK (it wraps gradient functions
+so gradients computed outside the scope still run where the forward op ran): TensorFlow
+marks each op built by a gradient function with the forward op as ``_original_op``, and
+the device function below reads the shard from there.
+"""
+from __future__ import annotations
+
+import functools
+import re
+import threading
+
+import tensorflow as tf
+from tensorflow.python.client import session as tf_session
+
+from ipu_emulator import system
+
+SHARDING_ATTR = "_XlaSharding"
+
+_state = threading.local()
+
+
+# --- the sharding tag ----------------------------------------------------------------
+
+
+def _op_sharding_proto(indices):
+    try:
+        from tensorflow.compiler.xla import xla_data_pb2
+    except ImportError:  # pragma: no cover - older/newer layouts keep the proto elsewhere
+        return None
+    proto = xla_data_pb2.OpSharding(type=xla_data_pb2.OpSharding.MAXIMAL,
+                                    tile_assignment_dimensions=[1],
+                                    tile_assignment_devices=list(indices))
+    return proto.SerializeToString()
+
+
+def sharding_attr(indices):
+    """The ``_XlaSharding`` attribute value for ``indices`` (MAXIMAL sharding)."""
+    from tensorflow.core.framework import attr_value_pb2
+    serialized = _op_sharding_proto(indices)
+    if serialized is None:
+        serialized = ",".join(str(i) for i in indices).encode()
+    return attr_value_pb2.AttrValue(s=serialized)
+
+
+def shard_of(op):
+    """The (first) shard index an op is tagged with, or None when it has no tag."""
+    if op is None:
+        return None
+    try:
+        value = op.get_attr(SHARDING_ATTR)
+    except ValueError:
+        return None
+    try:
+        from tensorflow.compiler.xla import xla_data_pb2
+        proto = xla_data_pb2.OpSharding()
+        proto.ParseFromString(value)
+        devices = list(proto.tile_assignment_devices)
+    except Exception:  # pylint: disable=broad-except
+        devices = [int(x) for x in value.decode().split(",") if x]
+    return devices[0] if devices else None
+
+
+def normalise_indices(index):
+    """``ipu_shard`` takes an int or an iterable of ints."""
+    if isinstance(index, (bool, str, bytes)):
+        raise TypeError("ipu_shard index must be an integer or a list of integers")
+    if isinstance(index, int):
+        return [index]
+    try:
+        indices = [int(i) for i in index]
+    except (TypeError, ValueError) as error:
+        raise TypeError("ipu_shard index must be an integer or a list of integers") from error
+    return indices
+
+
+def current_shard_indices():
+    stack = getattr(_state, "shards", None)
+    return stack[-1] if stack else None
+
+
+class shard_context:  # pylint: disable=invalid-name
+    """Ops created inside are tagged with ``indices`` (used by ``ipu_shard`` and pipelines)."""
+
+    def __init__(self, indices):
+        self.indices = list(indices)
+
+    def __enter__(self):
+        stack = getattr(_state, "shards", None)
+        if stack is None:
+            stack = _state.shards = []
+        stack.append(self.indices)
+        return self
+
+    def __exit__(self, *exc):
+        _state.shards.pop()
+        return False
+
+
+# --- placement ---------------------------------------------------------------------
+
+
+def cpu_offset(ordinal):
+    """Index of the first CPU device that stands for ``/device:IPU:{ordinal}``."""
+    offset = 0
+    for device in system.current().devices:
+        if device.ordinal < ordinal:
+            offset += device.num_ipus
+    return offset
+
+
+def cpu_device(ordinal, shard):
+    """The CPU device standing for IPU ``shard`` of ``/device:IPU:{ordinal}``.
+
+    A shard beyond the device's IPUs is a compile error the backend reports at the
+    program's first run (``check_first_run``); until then its ops share the device's IPUs
+    (``shard % num_ipus``) so that, for example, the variable initialisers still run.
+    """
+    try:
+        size = system.device(ordinal).num_ipus
+    except Exception:  # pylint: disable=broad-except  (unknown ordinal: reported at run)
+        size = 1
+    return "/device:CPU:%d" % (cpu_offset(ordinal) + shard % max(1, size))
+
+
+def required_cpu_devices():
+    """CPU devices a session needs so every IPU of the configured system has its own."""
+    if not system.is_configured():
+        return 1
+    return max(1, sum(device.num_ipus for device in system.current().devices))
+
+
+def device_function(ordinal):
+    """Device function of ``ipu_scope('/device:IPU:{ordinal}')``: tag and place each op."""
+
+    def place(op):
+        indices = None
+        original = getattr(op, "_original_op", None)
+        forward_shard = shard_of(original)
+        if forward_shard is not None:
+            indices = [forward_shard]
+        elif current_shard_indices() is not None:
+            indices = current_shard_indices()
+        if indices is None:
+            return cpu_device(ordinal, 0)
+        op._set_attr(SHARDING_ATTR, sharding_attr(indices))  # pylint: disable=protected-access
+        return cpu_device(ordinal, indices[0])
+
+    return place
+
+
+# --- sessions ----------------------------------------------------------------------
+
+_original_init = tf_session.BaseSession.__init__
+
+
+def _config_with_cpus(config, needed):
+    if config is None:
+        # Soft placement: a session made before the IPU system was configured still runs
+        # host-side ops (initialisers) placed for more IPUs; programs that need the missing
+        # devices are refused with a plain message (``model_parallel.check_session``).
+        config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
+    if needed <= 1:
+        return config
+    if config.device_count.get("CPU", 1) >= needed:
+        return config
+    patched = tf.compat.v1.ConfigProto()
+    patched.CopyFrom(config)
+    patched.device_count["CPU"] = needed
+    return patched
+
+
+@functools.wraps(_original_init)
+def _init(self, target="", graph=None, config=None):
+    _original_init(self, target, graph, _config_with_cpus(config, required_cpu_devices()))
+
+
+def install():
+    """Give sessions one CPU device per configured IPU (idempotent)."""
+    if getattr(tf_session.BaseSession.__init__, "_ipu_emulator_shards", False):
+        return
+    tf_session.BaseSession.__init__ = _init
+    tf_session.BaseSession.__init__._ipu_emulator_shards = True  # pylint: disable=protected-access
+
+
+def session_cpu_devices(session):
+    """How many CPU devices a session has (cached on the session)."""
+    count = getattr(session, "_ipu_emulator_cpu_devices", None)
+    if count is None:
+        count = sum(1 for d in session.list_devices() if d.device_type == "CPU")
+        session._ipu_emulator_cpu_devices = count  # pylint: disable=protected-access
+    return count
+
+
+# --- what a compiled program uses --------------------------------------------------
+
+_CPU_DEVICE = re.compile(r"/device:CPU:(\d+)$")
+
+
+def placed_shard(op, ordinal=0):
+    """The shard an op runs on: its tag, else its CPU device (ops colocated with a variable,
+    such as optimizer updates, skip device functions but take the variable's device), else
+    the shard of the resource it reads.  None for untagged host-side plumbing."""
+    colocated = _colocated_op(op)
+    if colocated is not None:
+        return placed_shard(colocated, ordinal)
+    shard = shard_of(op)
+    if shard is not None:
+        return shard
+    match = _CPU_DEVICE.search(op.device or "")
+    if match:
+        return int(match.group(1)) - cpu_offset(ordinal)
+    for tensor in op.inputs:
+        if tensor.dtype == tf.resource and tensor.op is not op:
+            source = tensor.op
+            if source.type in ("VarHandleOp",) or shard_of(source) is not None or source.device:
+                return placed_shard(source, ordinal)
+    return None
+
+
+def _colocated_op(op):
+    """The op this one is colocated with (optimizer updates: their variable), if another."""
+    for group in op.colocation_groups():
+        name = group.decode()[len("loc:@"):]
+        if name != op.name:
+            try:
+                return op.graph.get_operation_by_name(name)
+            except KeyError:
+                return None
+    return None
+
+
+def program_shard_indices(program):
+    """Sorted shard indices the program's ops run on (empty: not sharded)."""
+    used = set()
+    for op in program.new_ops:
+        if shard_of(op) is not None:
+            used.add(shard_of(op))
+    return sorted(used)
+
+
+def next_power_of_two(n):
+    power = 1
+    while power < n:
+        power *= 2
+    return power
+
+
+def num_shards(program):
+    """``next power of two >= max shard index + 1`` (1 when nothing is sharded)."""
+    indices = program_shard_indices(program)
+    if not indices:
+        return 1
+    return next_power_of_two(max(indices) + 1)
+
+
+def shard_ops(program):
+    """The program's ops grouped by shard (untagged plumbing counts as shard 0)."""
+    groups = {}
+    for op in program.new_ops:
+        shard = placed_shard(op, program.device_ordinal)
+        groups.setdefault(0 if shard is None else shard, []).append(op)
+    return groups
+
+
+__all__ = ["SHARDING_ATTR", "shard_of", "sharding_attr", "shard_context", "device_function",
+           "cpu_device", "required_cpu_devices", "install", "program_shard_indices",
+           "num_shards"]

@@ -1,0 +1,278 @@
+"""TensorFlow 2 programs: one call of a ``tf.function`` run by ``IPUStrategy`` = one engine run.
+
+In TF1 every ``sess.run`` of a compiled program is an engine run (``session_hook``).  In TF2
+the program is a ``tf.function`` and ``strategy.run(fn, args)`` executes it once on the IPU.
+This module
+
+* strips XLA from such functions (``without_xla``): XLA on the CPU is not the IPU's compiler,
+  it cannot compile the host iterator ops a feed needs, and it is several times slower than
+  plain TensorFlow for convolutions here, so the emulator runs them as plain TensorFlow;
+* reads a function's per-iteration cost off its traced graph (``function_cost``): the body of
+  its outermost on-device loop (a ``tf.range`` loop becomes a ``While`` op) or, without a
+  loop, the whole function;
+* counts the loop's real trip count from the feeds the function uses (noted while it is
+  traced): the run's iterations are the most elements any of them moved.  A function
+  without feeds counts as one iteration, whatever loops it runs inside;
+* records an ``EngineRun`` with the host wall time of the call.
+"""
+from __future__ import annotations
+
+import time
+import weakref
+
+import tensorflow as tf
+from tensorflow.python.eager.polymorphic_function import polymorphic_function
+from tensorflow.python.util import nest
+
+from ipu_emulator import record
+from ipu_emulator.record import ComputeCost
+from . import graph_costs
+
+# The attribute of a function graph listing the feeds its program uses.  Each feed (an
+# infeed iterator or an outfeed buffer) exposes ``moved()`` (elements moved so far),
+# ``element_bytes()`` and ``direction`` ("in" or "out").
+_FEEDS_ATTR = "_ipu_emulator_feeds"
+
+# Name scopes of Keras optimizers: ops created under them update the weights.
+_OPTIMIZER_SCOPES = {"SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "Nadam",
+                     "Ftrl", "Lion", "Adafactor", "GradientDescent", "Momentum"}
+_WEIGHT_UPDATE_TYPES = ("AssignAddVariableOp", "AssignSubVariableOp", "ResourceApply",
+                        "ResourceSparseApply", "Apply")
+
+
+def note_feed_use(feed, graph) -> None:
+    """Called while tracing: the function being traced (``graph``) uses ``feed``."""
+    feeds = getattr(graph, _FEEDS_ATTR, None)
+    if feeds is None:
+        feeds = []
+        setattr(graph, _FEEDS_ATTR, feeds)
+    if feed not in feeds:
+        feeds.append(feed)
+
+
+def is_function(fn) -> bool:
+    return isinstance(fn, (polymorphic_function.Function, tf.types.experimental.ConcreteFunction))
+
+
+# --- XLA --------------------------------------------------------------------------------
+
+_plain_twins: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def without_xla(fn):
+    """``fn`` as a plain (non-XLA) ``tf.function``; other callables pass through.
+
+    A function that has never been called is switched in place (its tracing options are made
+    at the first call), so calling it directly later behaves the same; one that already ran
+    with XLA gets a plain twin, made once.
+    """
+    if not isinstance(fn, polymorphic_function.Function) or not fn._jit_compile:  # pylint: disable=protected-access
+        return fn
+    if getattr(fn, "_variable_creation_config", None) is None:
+        fn._jit_compile = False  # pylint: disable=protected-access
+        return fn
+    twin = _plain_twins.get(fn)
+    if twin is None:
+        twin = tf.function(fn.python_function, autograph=fn._autograph,  # pylint: disable=protected-access
+                           reduce_retracing=fn._reduce_retracing)  # pylint: disable=protected-access
+        _plain_twins[fn] = twin
+    return twin
+
+
+# --- costs ------------------------------------------------------------------------------
+
+def _is_backward(op) -> bool:
+    return any(part in ("gradients", "gradient_tape") or part.startswith("gradients_")
+               for part in op.name.split("/"))
+
+
+def phase_of(op) -> str:
+    """forward / backward / weight_update for an op of a TF2 function graph."""
+    if op.type.startswith(_WEIGHT_UPDATE_TYPES):
+        return "weight_update"
+    parts = op.name.split("/")
+    if any(part in _OPTIMIZER_SCOPES for part in parts):
+        return "weight_update"
+    # A hand-written update (``w.assign_sub(lr * g)``): the ops feeding only the assignment.
+    consumers = [c for t in op.outputs for c in t.consumers()]
+    if consumers and all(c.type.startswith(_WEIGHT_UPDATE_TYPES) for c in consumers):
+        return "weight_update"
+    if _is_backward(op):
+        return "backward"
+    return "forward"
+
+
+def _loop_body_graph(graph):
+    """The body graph of the first (outermost) ``While`` op of ``graph``, or None."""
+    for op in graph.get_operations():
+        if op.type in ("While", "StatelessWhile"):
+            try:
+                body = graph._get_function(op.get_attr("body").name)  # pylint: disable=protected-access
+            except (ValueError, AttributeError):
+                return None
+            return getattr(body, "graph", None)
+    return None
+
+
+def _ops_with_nested_calls(graph, depth=0):
+    """The graph's ops, plus those of functions it calls (Keras layers may be functions)."""
+    ops = list(graph.get_operations())
+    if depth > 4:
+        return ops
+    nested = []
+    for op in ops:
+        if op.type in ("PartitionedCall", "StatefulPartitionedCall"):
+            try:
+                called = graph._get_function(op.get_attr("f").name)  # pylint: disable=protected-access
+            except (ValueError, AttributeError):
+                continue
+            if getattr(called, "graph", None) is not None:
+                nested += _ops_with_nested_calls(called.graph, depth + 1)
+    return ops + nested
+
+
+def function_cost(concrete) -> ComputeCost:
+    """Per-iteration cost of a traced function: its loop body, or all of it without a loop."""
+    body = _loop_body_graph(concrete.graph)
+    ops = _ops_with_nested_calls(body if body is not None else concrete.graph)
+    flops = {"forward": 0.0, "backward": 0.0, "weight_update": 0.0}
+    traffic = {"forward": 0.0, "backward": 0.0, "weight_update": 0.0}
+    activations = 0
+    for op in ops:
+        work = graph_costs.op_flops(op)
+        if work <= 0:
+            continue
+        phase = phase_of(op)
+        flops[phase] += work
+        moved = sum(_bytes(t) for t in list(op.inputs) + list(op.outputs))
+        traffic[phase] += moved
+        if phase == "forward":
+            activations += sum(_bytes(t) for t in op.outputs)
+    return ComputeCost(
+        forward_flops=flops["forward"], backward_flops=flops["backward"],
+        weight_update_flops=flops["weight_update"], bytes_accessed=sum(traffic.values()),
+        phase_bytes=(traffic["forward"], traffic["backward"], traffic["weight_update"]),
+        parameter_bytes=_parameter_bytes(concrete), activation_bytes=activations)
+
+
+def _parameter_bytes(concrete) -> int:
+    total = 0
+    for variable in getattr(concrete, "variables", ()):
+        if variable.shape.is_fully_defined():
+            total += int(variable.shape.num_elements()) * variable.dtype.size
+    return total
+
+
+def _bytes(tensor) -> int:
+    if tensor.dtype in (tf.resource, tf.variant, tf.string) or tensor.shape.rank is None:
+        return 0
+    count = tensor.shape.num_elements()
+    return int(count) * tensor.dtype.size if count is not None else 0
+
+
+def value_bytes(values) -> int:
+    """Bytes of the tensors and arrays in a nested structure (other objects count 0)."""
+    total = 0
+    for item in nest.flatten(values, expand_composites=False):
+        shape, dtype = getattr(item, "shape", None), getattr(item, "dtype", None)
+        if shape is None or dtype is None:
+            continue
+        try:
+            dtype = tf.as_dtype(dtype)
+            count = tf.TensorShape(shape).num_elements()
+        except (TypeError, ValueError):
+            continue
+        if count is not None and dtype not in (tf.resource, tf.variant, tf.string):
+            total += int(count) * dtype.size
+    return total
+
+
+# --- engine runs ------------------------------------------------------------------------
+
+class _ProgramInfo:
+    """What the emulator learned about one traced program (checked and costed once)."""
+
+    def __init__(self, name, cost, feeds=()):
+        self.name = name
+        self.cost = cost
+        self.feeds = list(feeds)  # read before and after each run: they give the trip count
+        self.runs = 0
+        # Same signature, same input and output sizes: measured at the first run.
+        self.input_bytes = None
+        self.output_bytes = None
+
+
+_programs: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _signature_key(args, kwargs):
+    key = []
+    for item in nest.flatten((args, kwargs)):
+        if isinstance(item, (tf.Tensor, tf.Variable)) or hasattr(item, "__array__"):
+            key.append((tuple(getattr(item, "shape", ())), str(getattr(item, "dtype", ""))))
+        else:
+            key.append(id(item))
+    return tuple(key)
+
+
+def program_info(fn, args, kwargs, check=None, key=None):
+    """The ``_ProgramInfo`` of ``fn`` for these arguments, tracing it (without running) and
+    calling ``check(concrete_function)`` the first time this signature (or ``key``) is seen."""
+    per_function = _programs.get(fn)
+    if per_function is None:
+        per_function = _programs[fn] = {}
+    key = _signature_key(args, kwargs) if key is None else key
+    info = per_function.get(key)
+    if info is None:
+        concrete = (fn if isinstance(fn, tf.types.experimental.ConcreteFunction)
+                    else fn.get_concrete_function(*args, **kwargs))
+        if check is not None:
+            check(concrete)
+        info = per_function[key] = _ProgramInfo(_function_name(fn), function_cost(concrete),
+                                                getattr(concrete.graph, _FEEDS_ATTR, ()))
+    return info
+
+
+def _function_name(fn) -> str:
+    return getattr(fn, "name", None) or getattr(fn, "__name__", "tf_function")
+
+
+def execute(info, call, inputs=(), iterations=None, infeed_bytes=None, outfeed_bytes=None):
+    """Run ``call()`` as one engine run of the program ``info`` and record it.
+
+    Trip count and feed bytes come from the feeds the call moved, unless the caller knows
+    them (Keras knows its steps per execution and its batches)."""
+    feeds = info.feeds
+    # Where each feed stood after the last recorded run (reading it again would cost a
+    # device round trip per feed); elements moved by calls made outside ``strategy.run``
+    # are counted in the next recorded run.
+    before = [feed.last_seen for feed in feeds]
+    started = time.perf_counter()
+    result = call()
+    host_seconds = time.perf_counter() - started
+    after = [feed.moved() for feed in feeds]
+    for feed, count in zip(feeds, after):
+        feed.last_seen = count
+    if info.input_bytes is None:
+        info.input_bytes, info.output_bytes = value_bytes(inputs), value_bytes(result)
+    moved = [(feed, now - then) for feed, now, then in zip(feeds, after, before)]
+    used = [(feed, count) for feed, count in moved if count > 0]
+    if iterations is None:
+        iterations = max((count for _, count in used), default=1)
+    if infeed_bytes is None:
+        infeed_bytes = sum(f.element_bytes() for f, _ in used if f.direction == "in")
+    if outfeed_bytes is None:
+        outfeed_bytes = sum(f.element_bytes() for f, _ in used if f.direction == "out")
+    record.add_engine_run(record.EngineRun(
+        program=info.name,
+        iterations=iterations,
+        step_cost=info.cost,
+        infeed_bytes_per_iteration=infeed_bytes,
+        outfeed_bytes_per_iteration=outfeed_bytes,
+        input_bytes=info.input_bytes,
+        output_bytes=info.output_bytes,
+        host_seconds=host_seconds,
+        first_run=info.runs == 0,
+    ))
+    info.runs += 1
+    return result
