@@ -423,25 +423,11 @@ class _IPUEstimatorBase:
             raise ValueError("Must specify steps > 0, given: {}".format(steps))
         self._validate_steps(steps)
         hooks = support.check_hooks(hooks)
-        checkpoints = support.Checkpoints(self.model_dir, self._config)
-
-        graph = self._new_graph()
-        with graph.as_default():
-            global_step = self._create_global_step()
-            infeed = self._make_infeed(input_fn, ModeKeys.EVAL)
-            outfeed = ipu_outfeed_queue.IPUOutfeedQueue()
-            program = self._build_eval(infeed, outfeed)
-            utils.move_variable_initialization_to_cpu()
-            checkpoints.build()
-            hook_runner = support.HookRunner(hooks + list(program.spec.evaluation_hooks))
-            hook_runner.begin()
-            with self._session(graph) as session:
-                self._restore_or_initialize(session, checkpoints, checkpoint_path, "evaluate")
-                session.run(infeed.initializer)
-                hook_runner.after_create_session(session)
-                results = self._evaluation_loop(session, program, hook_runner, steps)
-                results["global_step"] = int(session.run(global_step))
-                hook_runner.end(session)
+        with self._restored_session(input_fn, ModeKeys.EVAL, hooks, checkpoint_path) as opened:
+            session, program, hook_runner, global_step = opened
+            results = self._evaluation_loop(session, program, hook_runner, steps)
+            results["global_step"] = int(session.run(global_step))
+            hook_runner.end(session)
         tf.compat.v1.logging.info("Saving dict for global step %d: %s", results["global_step"],
                                   results)
         return results
@@ -479,6 +465,32 @@ class _IPUEstimatorBase:
             results.update(session.run(program.host_values))
         return results
 
+    @contextlib.contextmanager
+    def _restored_session(self, input_fn, mode, hooks, checkpoint_path):
+        """For evaluate and predict: a new graph with the program for ``mode``, and a session
+        restored from the checkpoint with the infeed and hooks started.  Yields
+        ``(session, program, hook_runner, global_step)``."""
+        checkpoints = support.Checkpoints(self.model_dir, self._config)
+        graph = self._new_graph()
+        with graph.as_default():
+            global_step = self._create_global_step()
+            infeed = self._make_infeed(input_fn, mode)
+            outfeed = ipu_outfeed_queue.IPUOutfeedQueue()
+            evaluating = mode == ModeKeys.EVAL
+            program = (self._build_eval if evaluating else self._build_predict)(infeed, outfeed)
+            utils.move_variable_initialization_to_cpu()
+            checkpoints.build()
+            spec_hooks = (program.spec.evaluation_hooks if evaluating
+                          else program.spec.prediction_hooks)
+            hook_runner = support.HookRunner(hooks + list(spec_hooks))
+            hook_runner.begin()
+            with self._session(graph) as session:
+                self._restore_or_initialize(session, checkpoints, checkpoint_path,
+                                            "evaluate" if evaluating else "predict")
+                session.run(infeed.initializer)
+                hook_runner.after_create_session(session)
+                yield session, program, hook_runner, global_step
+
     # -- predict ------------------------------------------------------------------------------
 
     def predict(self, input_fn, predict_keys=None, hooks=None, checkpoint_path=None,
@@ -486,41 +498,29 @@ class _IPUEstimatorBase:
         """Yield predictions, one example at a time (or one batch if
         ``yield_single_examples=False``); stops after ``num_predictions`` if given."""
         hooks = support.check_hooks(hooks)
-        checkpoints = support.Checkpoints(self.model_dir, self._config)
-        graph = self._new_graph()
-        with graph.as_default():
-            self._create_global_step()
-            infeed = self._make_infeed(input_fn, ModeKeys.PREDICT)
-            outfeed = ipu_outfeed_queue.IPUOutfeedQueue()
-            program = self._build_predict(infeed, outfeed)
-            utils.move_variable_initialization_to_cpu()
-            checkpoints.build()
-            hook_runner = support.HookRunner(hooks + list(program.spec.prediction_hooks))
-            hook_runner.begin()
-            with self._session(graph) as session:
-                self._restore_or_initialize(session, checkpoints, checkpoint_path, "predict")
-                session.run(infeed.initializer)
-                hook_runner.after_create_session(session)
-                yielded = 0
-                while num_predictions is None or yielded < num_predictions:
-                    try:
-                        _, stop = hook_runner.run(session, program.fetch)
-                    except tf.errors.OutOfRangeError:
-                        tf.compat.v1.logging.warning(_EXHAUSTED_WARNING)
-                        stop = True
-                    with _quiet_if(stop):
-                        outfed = session.run(program.dequeue)
-                    predictions = _select_keys(
-                        _without_replica_axis(outfed, self._config.ipu_run_config.num_replicas),
-                        predict_keys)
-                    for item in _split_predictions(predictions, yield_single_examples):
-                        if num_predictions is not None and yielded >= num_predictions:
-                            break
-                        yielded += 1
-                        yield item
-                    if stop:
+        with self._restored_session(input_fn, ModeKeys.PREDICT, hooks,
+                                    checkpoint_path) as opened:
+            session, program, hook_runner, _ = opened
+            yielded = 0
+            while num_predictions is None or yielded < num_predictions:
+                try:
+                    _, stop = hook_runner.run(session, program.fetch)
+                except tf.errors.OutOfRangeError:
+                    tf.compat.v1.logging.warning(_EXHAUSTED_WARNING)
+                    stop = True
+                with _quiet_if(stop):
+                    outfed = session.run(program.dequeue)
+                predictions = _select_keys(
+                    _without_replica_axis(outfed, self._config.ipu_run_config.num_replicas),
+                    predict_keys)
+                for item in _split_predictions(predictions, yield_single_examples):
+                    if num_predictions is not None and yielded >= num_predictions:
                         break
-                hook_runner.end(session)
+                    yielded += 1
+                    yield item
+                if stop:
+                    break
+            hook_runner.end(session)
 
 
 @contextlib.contextmanager
