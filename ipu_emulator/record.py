@@ -31,6 +31,10 @@ class ComputeCost:
     # (forward, backward, weight update) shares of ``bytes_accessed`` when the source knows
     # them; an optimizer update moves many bytes for few FLOPs, so FLOP shares would hide it.
     phase_bytes: Optional[Tuple[float, float, float]] = None
+    # Bytes of the gradients a training step holds: one per trained weight, not per
+    # optimizer slot or accumulator.  None when the source cannot tell them apart, and then
+    # every parameter byte is taken to have a gradient.
+    gradient_bytes: Optional[int] = None
 
     @property
     def total_flops(self) -> float:
@@ -58,7 +62,16 @@ class ComputeCost:
             parameter_bytes=self.parameter_bytes + other.parameter_bytes,
             activation_bytes=self.activation_bytes + other.activation_bytes,
             phase_bytes=_add_phase_bytes(self, other),
+            gradient_bytes=(None if self.gradient_bytes is None and other.gradient_bytes is None
+                            else self.gradients_held() + other.gradients_held()),
         )
+
+    def gradients_held(self) -> int:
+        """Gradient bytes a step holds (``gradient_bytes``, or every parameter's if unknown);
+        zero for a step without a backward pass."""
+        if self.backward_flops <= 0:
+            return 0
+        return self.parameter_bytes if self.gradient_bytes is None else self.gradient_bytes
 
 
 def _add_phase_bytes(a: ComputeCost, b: ComputeCost):

@@ -262,10 +262,10 @@ def ipu_link_seconds(nbytes: float, target: IPUTarget) -> float:
 
 
 def resident_bytes(cost: ComputeCost) -> int:
-    """Memory a step keeps resident: weights, one gradient per weight when training (SGD as in
-    the tutorials: no optimiser state), and the activations kept for the backward pass."""
-    gradients = cost.parameter_bytes if cost.backward_flops > 0 else 0
-    return int(cost.parameter_bytes + gradients + cost.activation_bytes)
+    """Memory a step keeps resident: its variables (weights, optimizer slots, gradient
+    accumulators), one gradient per trained weight when training, and the activations kept
+    for the backward pass."""
+    return int(cost.parameter_bytes + cost.gradients_held() + cost.activation_bytes)
 
 
 # --- building timelines -------------------------------------------------------------------

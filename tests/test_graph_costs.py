@@ -133,3 +133,44 @@ def test_program_cost_counts_the_loop_body_once(graph):
     assert a.step_cost == b.step_cost
     # The MatMul, plus a couple of scalar loop-counter increments.
     assert 2 * BATCH * IN * IN <= a.step_cost.forward_flops <= 2 * BATCH * IN * IN + 4
+
+
+# --- gradient accumulation: accumulators are memory, not gradients or activations ---------
+
+def accumulating_program(optimizer):
+    data = (np.ones([BATCH, IN], np.float32), np.ones([BATCH, OUT], np.float32))
+    infeed = ipu_infeed_queue.IPUInfeedQueue(tf.data.Dataset.from_tensors(data).repeat())
+
+    def body(x, y):
+        loss = tf.reduce_mean(tf.square(tf.keras.layers.Dense(OUT)(x) - y))
+        return optimizer().minimize(loss)
+
+    with scopes.ipu_scope(IPU):
+        ipu_compiler.compile(lambda: loops.repeat(4, body, [], infeed))
+    return graph_costs.program_cost(tf.compat.v1.get_default_graph().get_operations())
+
+
+def test_accumulators_are_resident_but_hold_no_gradient_and_no_activation():
+    from ipu_emulator.ipu import optimizers
+    weight_bytes = 4 * (IN * OUT + OUT)
+    sgd = lambda: tf.compat.v1.train.GradientDescentOptimizer(0.01)  # noqa: E731
+    with tf.Graph().as_default():
+        plain = accumulating_program(sgd)
+    with tf.Graph().as_default():
+        accumulating = accumulating_program(
+            lambda: optimizers.GradientAccumulationOptimizerV2(sgd(), 2))
+    assert plain.gradient_bytes == accumulating.gradient_bytes == weight_bytes
+    # one accumulator per weight (plus the optimizer's small counter) is extra memory...
+    assert accumulating.parameter_bytes - plain.parameter_bytes >= weight_bytes
+    # ...but adding a gradient into it is backward work, not an activation kept for later
+    # (only the mini-batch counter's scalar bookkeeping is left on the forward side)
+    assert 0 <= accumulating.activation_bytes - plain.activation_bytes <= 16
+    assert accumulating.backward_flops > plain.backward_flops
+
+
+def test_a_step_without_optimizer_kernels_counts_a_gradient_per_parameter():
+    cost = record.ComputeCost(backward_flops=1.0, parameter_bytes=100, activation_bytes=7)
+    assert cost.gradients_held() == 100
+    assert record.ComputeCost(parameter_bytes=100).gradients_held() == 0  # inference
+    assert record.ComputeCost(backward_flops=1.0, parameter_bytes=100,
+                              gradient_bytes=40).gradients_held() == 40

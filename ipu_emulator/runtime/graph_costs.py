@@ -135,11 +135,12 @@ def program_cost(new_ops) -> ComputeCost:
     flops = {"forward": 0.0, "backward": 0.0, "weight_update": 0.0}
     traffic_by_phase = {"forward": 0.0, "backward": 0.0, "weight_update": 0.0}
     activation_bytes = 0
+    phases = _phases_by_dataflow(step_ops)
     for op in step_ops:
         work = op_flops(op)
         if work <= 0:
             continue
-        phase = phase_of(op)
+        phase = phases[op.name]
         flops[phase] += work
         traffic_by_phase[phase] += sum(_bytes(t) for t in op.inputs) + sum(
             _bytes(t) for t in op.outputs) + _updated_variable_bytes(op)
@@ -154,7 +155,42 @@ def program_cost(new_ops) -> ComputeCost:
                      traffic_by_phase["weight_update"]),
         parameter_bytes=_parameter_bytes(ops),
         activation_bytes=activation_bytes,
+        gradient_bytes=_trained_weight_bytes(step_ops),
     )
+
+
+def _phases_by_dataflow(ops):
+    """``phase_of`` each op, except that an op fed by a backward op is backward too.
+
+    Gradient accumulation adds each gradient into its accumulator outside any ``gradients``
+    name scope; by name alone those adds would look like forward work and their results
+    like activations kept for the backward pass.  ``ops`` are in graph (creation) order, so
+    an op's inputs are classified before it.
+    """
+    phases = {}
+    for op in ops:
+        phase = phase_of(op)
+        if phase == "forward" and any(phases.get(t.op.name) == "backward" for t in op.inputs):
+            phase = "backward"
+        phases[op.name] = phase
+    return phases
+
+
+def _trained_weight_bytes(ops):
+    """Bytes of the weights optimizer kernels update (each needs a gradient), or None when
+    the step has no optimizer kernel and the weights cannot be told from other variables."""
+    trained, found = {}, False
+    for op in ops:
+        if not op.type.startswith(("ResourceApply", "ResourceSparseApply")):
+            continue
+        found = True
+        handles = [_handle_source(t) for t in op.inputs if t.dtype == tf.resource]
+        weight = handles[0] if handles else None
+        if weight is not None and weight.type == "VarHandleOp":
+            shape = tf.TensorShape(weight.get_attr("shape"))
+            if shape.is_fully_defined():
+                trained[weight.name] = int(shape.num_elements()) * weight.get_attr("dtype").size
+    return sum(trained.values()) if found else None
 
 
 def _parameter_bytes(ops) -> int:
