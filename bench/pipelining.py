@@ -18,13 +18,20 @@
     exactly, and show the same for 2 and 4 stages for comparison.
 
 (b) Host wall time on this machine.  The emulated pipeline (Grouped; 2 and 4 stages, the
-    same MLP and micro-batches) against the plain-TensorFlow equivalent: a while loop over
-    the micro-batches accumulating the gradients, then one apply per pass.  Variants run
-    interleaved, round after round; medians are compared as ratios.
+    same MLP and micro-batches) against the same training in plain TensorFlow doing the
+    same work: a while loop over the micro-batches accumulating the gradients, one apply
+    per pass, and every micro-batch's loss brought to the host.  The plain loop runs twice
+    over: on one device, and with its stages placed on the CPU devices the emulator gives
+    the pipeline's IPUs.  The emulator really runs each stage on its own device, and
+    TensorFlow charges for every loop that spans devices (send/receive pairs, a control loop
+    per device), so the figures separate that cost of placement (placed / one device) from
+    the emulator's own overhead (emulator / placed).  Variants run interleaved, round after
+    round; medians are compared as ratios.
 
 Usage:  python bench/pipelining.py [--micro-batches M] [--passes P] [--rounds R]
 """
 import argparse
+import contextlib
 import itertools
 import statistics
 import time
@@ -37,6 +44,7 @@ import tensorflow.compat.v1 as tf
 tf.disable_v2_behavior()
 from ipu_emulator import costs, ipu, record  # noqa: E402
 from ipu_emulator.pipeline import simulate_pipeline  # noqa: E402
+from ipu_emulator.runtime import shards  # noqa: E402
 
 BATCH = 32
 TARGET = "ipu2"
@@ -147,39 +155,71 @@ def build_emulated_pipeline(stage_names, schedule, micro_batches, passes, ordina
     return [infeed.initializer], lambda sess: (sess.run(program), sess.run(losses))
 
 
-def build_plain_accumulation(stage_names, micro_batches, passes):
-    """The same training in plain TensorFlow: per pass, a while loop over the micro-batches
-    sums the gradients, then one apply with their mean (what the pipeline computes); the
-    losses are summed too, standing in for the pipeline's loss outfeed."""
+def build_plain_accumulation(stage_names, micro_batches, passes, devices=None):
+    """The same training in plain TensorFlow, doing the same work as the pipeline: per pass,
+    a while loop over the micro-batches adds each one's gradients into one accumulator
+    variable per weight, then one apply with their mean (what the pipeline computes).  Every
+    micro-batch's loss reaches the host (a TensorArray fetched with the run), as the
+    pipeline's loss outfeed does.
+
+    ``devices``: one TensorFlow device per stage.  Each stage's forward ops, their gradients
+    (colocated), its weights' accumulators and updates then run there, the loop itself on
+    the first stage's device and the dataset iterator on CPU:0, which is where the emulator
+    puts a pipeline's stages, loop and infeed.  None: everything on the session's default
+    device."""
     iterator = tf.data.make_initializable_iterator(_dataset())
-    names = [name for stage in stage_names for name in stage]
     layers = _tf_layers()
     optimizer = tf.train.GradientDescentOptimizer(0.01)
+    total = micro_batches * passes
+
+    def on(device):
+        return tf.device(device) if devices else contextlib.nullcontext()
 
     def loss_of_next_batch():
-        images, labels = iterator.get_next()
+        with on("/device:CPU:0"):
+            values = iterator.get_next()
         with tf.variable_scope("mlp", use_resource=True):
-            return _apply_layers(layers, names, images, labels)
+            for k, names in enumerate(stage_names):
+                with on(devices[k] if devices else None):
+                    values = _apply_layers(layers, names, *values)
+        return values
 
     loss_of_next_batch()  # create the variables once, outside the loops
     variables = tf.trainable_variables()
+    sums = []
+    for variable in variables:
+        with on(variable.device):
+            sums.append(tf.Variable(tf.zeros(variable.shape), trainable=False,
+                                    use_resource=True, name="sum"))
 
-    def one_pass(count, loss_total):
-        def accumulate(step, losses, *sums):
+    def one_pass(count, losses):
+        def accumulate(step, losses):
             loss = loss_of_next_batch()
-            gradients = tf.gradients(loss, variables)
-            return [step + 1, losses + loss] + [s + g for s, g in zip(sums, gradients)]
+            gradients = tf.gradients(loss, variables, colocate_gradients_with_ops=True)
+            added = []
+            for total_so_far, gradient in zip(sums, gradients):
+                with on(total_so_far.device):
+                    added.append(total_so_far.assign_add(gradient))
+            with tf.control_dependencies(added):
+                return step + 1, losses.write(count * micro_batches + step, loss)
 
-        zeros = [tf.zeros_like(v) for v in variables]
-        results = tf.while_loop(lambda step, *rest: step < micro_batches, accumulate,
-                                [0, 0.0] + zeros, parallel_iterations=1)
-        update = optimizer.apply_gradients(
-            [(s / micro_batches, v) for s, v in zip(results[2:], variables)])
-        with tf.control_dependencies([update]):
-            return count + 1, loss_total + results[1]
+        steps, losses = tf.while_loop(lambda step, _: step < micro_batches, accumulate,
+                                      [0, losses], parallel_iterations=1)
+        means, cleared = [], []
+        for total_so_far, variable in zip(sums, variables):
+            with on(total_so_far.device), tf.control_dependencies([steps]):
+                value = total_so_far.read_value()
+                means.append((value / micro_batches, variable))
+                cleared.append(total_so_far.assign(tf.zeros_like(value)))
+        update = optimizer.apply_gradients(means)
+        with tf.control_dependencies([update] + cleared):
+            return count + 1, losses
 
-    run = tf.while_loop(lambda count, _: count < passes, one_pass, [0, 0.0],
-                        parallel_iterations=1)
+    with on(devices[0] if devices else None):
+        count, losses = tf.while_loop(lambda count, _: count < passes, one_pass,
+                                      [0, tf.TensorArray(tf.float32, size=total)],
+                                      parallel_iterations=1)
+        run = [count, losses.stack()]
     return [iterator.initializer], lambda sess: sess.run(run)
 
 
@@ -228,12 +268,19 @@ def print_speedups(title, figures_by_stages, micro_batches, passes):
 # --- (b) host overhead ----------------------------------------------------------------------
 
 def host_overhead(micro_batches, passes, rounds, ordinals):
-    # Plain TensorFlow has no stages: one accumulation loop is the baseline for both depths.
-    variants = {"plain TF accumulation loop": lambda: build_plain_accumulation(
+    """Emulated pipelines against the same training in plain TensorFlow, both on one device
+    and with the stages placed on the CPU devices the emulator uses for the pipeline's IPUs
+    (TensorFlow's own cost of running one loop across several devices: send/receive pairs
+    and a control loop per device)."""
+    one_device = "plain TF, one device"
+    variants = {one_device: lambda: build_plain_accumulation(
         costs.split_stages(costs.TUTORIAL_MLP, ()), micro_batches, passes)}
     for num_stages, ordinal in ordinals.items():
         names = costs.split_stages(costs.TUTORIAL_MLP,
                                    balanced_splits(costs.TUTORIAL_MLP, num_stages))
+        devices = [shards.cpu_device(ordinal, k) for k in range(num_stages)]
+        variants["plain TF, %d stages placed" % num_stages] = (
+            lambda n=names, d=devices: build_plain_accumulation(n, micro_batches, passes, d))
         variants["emulator pipeline, %d stages" % num_stages] = (
             lambda n=names, o=ordinal: build_emulated_pipeline(n, "grouped", micro_batches,
                                                                passes, o))
@@ -263,11 +310,17 @@ def host_overhead(micro_batches, passes, rounds, ordinals):
     for name, value in median.items():
         print("  %-36s %8.3f s  %8.0f samples/s" % (name, value, samples / value))
     print("ratios measured side by side in this run:")
-    plain = median["plain TF accumulation loop"]
+    print("  %-7s %16s %18s %22s" % ("stages", "emulator/plain", "emulator/placed",
+                                     "placed/plain"))
+    plain = median[one_device]
     for num_stages in ordinals:
         emulated = median["emulator pipeline, %d stages" % num_stages]
-        print("  emulator overhead, %d stages (emulator/plain): %.2fx" % (
-            num_stages, emulated / plain))
+        placed = median["plain TF, %d stages placed" % num_stages]
+        print("  %-7d %15.2fx %17.2fx %21.2fx" % (num_stages, emulated / plain,
+                                                  emulated / placed, placed / plain))
+    print("  (plain = plain TF on one device; placed = plain TF with its stages on the "
+          "pipeline's devices;\n   emulator/placed is the emulator's own overhead, "
+          "placed/plain TensorFlow's cost of the placement)")
     for sess, _ in sessions.values():
         sess.close()
 

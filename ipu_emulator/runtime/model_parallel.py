@@ -177,8 +177,10 @@ def _shard_stages(program, num_shards):
 def _pipeline_stages(program, build: PipelineBuild):
     count = len(build.settings.device_mapping)
     groups = {k: [] for k in range(count)}
+    other_replicas = program.other_replica_ops  # the stages' cost is one replica's
     for op in program.new_ops:
-        groups[build.stage_of_op.get(op.name, 0)].append(op)
+        if op not in other_replicas:
+            groups[build.stage_of_op.get(op.name, 0)].append(op)
     stages = []
     for k in range(count):
         input_bytes = build.stage_input_bytes[k] + (_infeed_bytes(program) if k == 0 else 0)

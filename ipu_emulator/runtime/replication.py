@@ -30,6 +30,10 @@ The emulator builds the copies into the one TensorFlow graph, so they really run
 * **Outfeeds** collect every replica's value and enqueue them stacked on a replica axis.
 * **Cross-replica ops** return a placeholder while the replicas are built; once all are,
   each placeholder is rewired to the sum (or mean) over its replica group.
+* **Pipelines** build their replicas themselves (``pipelining_ops``), in lock step like a
+  loop body, with replica ``r``'s stages on IPUs ``r * shards`` onwards.  There, variables
+  a replica creates anew (Keras layers made inside a stage) are matched to replica 0's and
+  become copies of them, so every replica starts from the same weights.
 
 ``replica_variables(v)`` lists a variable's copies, for notebooks and tests that want to
 look at every replica's weights (an IPU system has no such view; it is the emulator's).
@@ -220,13 +224,22 @@ class ReplicatedBuild:
         self.other_replica_ops: set = set()
         self.all_reduce_bytes = 0
         self.deferred_errors: List[str] = []
+        # While a pipeline builds its replicas (``lock_step``): the variables replica 0
+        # created, by creation key, and how many of each key every other replica has asked
+        # for so far.  See ``_shared_variable``.
+        self.created_by_replica0: Optional[Dict[tuple, list]] = None
+        self.creations_seen: Dict[int, Dict[tuple, int]] = {}
 
     # -- replication factor ---------------------------------------------------------
 
-    def resolve(self) -> int:
-        """Fix ``R`` from the shards replica 0 used (called once replica 0 is built)."""
+    def resolve(self, highest_shard: Optional[int] = None) -> int:
+        """Fix ``R`` from the shards replica 0 used (called once replica 0 is built), or
+        also counting ``highest_shard`` (a pipeline knows its IPUs before it builds)."""
         if self.replication_factor is None:
-            shards = num_shards_for(self._max_shard_index())
+            used = self._max_shard_index()
+            if highest_shard is not None:
+                used = highest_shard if used is None else max(used, highest_shard)
+            shards = num_shards_for(used)
             self.num_shards = shards
             if self.replicas_from_feeds:
                 # Never more replicas than slots (a feed made in another graph could say so);
@@ -252,6 +265,9 @@ class ReplicatedBuild:
         first_op = len(self.graph.get_operations())
         with contextlib.ExitStack() as stack:
             stack.enter_context(_replica_context(self, index))
+            if index == 0 and self.created_by_replica0 is not None:
+                stack.enter_context(tf.compat.v1.variable_creator_scope(
+                    self._recording_creator()))
             if index > 0:
                 # get_variable must find replica 0's variables instead of refusing to
                 # create them again; the handles are then swapped for this replica's copies.
@@ -265,8 +281,41 @@ class ReplicatedBuild:
         if index > 0:
             self.other_replica_ops.update(self.graph.get_operations()[first_op:])
 
+    def _recording_creator(self):
+        def creator(next_creator, **kwargs):
+            variable = next_creator(**kwargs)
+            self.created_by_replica0.setdefault(_creation_key(kwargs), []).append(variable)
+            return variable
+        return creator
+
+    def _shared_variable(self, index, kwargs):
+        """Replica 0's variable made by the same creation as this one, if any.
+
+        Code that makes its variables anew on every call (Keras layers built inside a
+        pipeline stage) would otherwise give replica ``index`` fresh variables, with fresh
+        random initial values.  Creations are matched by name (as
+        given to the creator, before scoping), dtype and order among those; the variable
+        returned is replica 0's, whose handle this replica redirects to its own copy."""
+        if self.created_by_replica0 is None:
+            return None
+        key = _creation_key(kwargs)
+        seen = self.creations_seen.setdefault(index, {})
+        position = seen.get(key, 0)
+        seen[key] = position + 1
+        made = self.created_by_replica0.get(key, [])
+        if position >= len(made):
+            return None
+        shape = kwargs.get("shape")
+        if shape is not None and not tf.TensorShape(shape).is_compatible_with(
+                made[position].shape):
+            return None
+        return made[position]
+
     def _owning_creator(self, index):
         def creator(next_creator, **kwargs):
+            shared = self._shared_variable(index, kwargs)
+            if shared is not None:
+                return shared
             variable = next_creator(**kwargs)
             handle = getattr(variable, "_handle", None)
             if handle is not None and not tf.executing_eagerly():
@@ -306,6 +355,22 @@ class ReplicatedBuild:
         finally:
             self.in_step = False
         return tensors, operations
+
+    @contextlib.contextmanager
+    def lock_step(self):
+        """Build one iteration of every replica of an outermost loop that builds its
+        replicas itself (a pipeline): dequeues chain across the replicas as in ``step``."""
+        self.in_step = True
+        self.loop_replicated = True
+        self.last_dequeue = {}
+        # The replicas of a pipeline share replica 0's variables (each through its own
+        # copy), however the stages make them.
+        self.created_by_replica0, self.creations_seen = {}, {}
+        try:
+            yield
+        finally:
+            self.in_step = False
+            self.created_by_replica0, self.creations_seen = None, {}
 
     def replicate_program(self, build_copy, replica0_outputs):
         """A program without a loop: build the other replicas of the whole computation and
@@ -361,11 +426,13 @@ class ReplicatedBuild:
         return copy._handle  # pylint: disable=protected-access
 
     def _make_copy(self, variable, replica):
+        from . import shards
         handle = variable._handle  # pylint: disable=protected-access
         graph = self.graph
         initial = getattr(variable, "_initial_value", None)
         with graph.as_default(), tf.control_dependencies(None), graph.name_scope(None), \
-                tf_ops.colocate_with(None, ignore_existing=True), tf.device(handle.device):
+                tf_ops.colocate_with(None, ignore_existing=True), \
+                tf.device(shards.replica_device(handle.device)):
             copy = resource_variable_ops.ResourceVariable(
                 initial_value=initial if initial is not None else
                 gen_resource_variable_ops.read_variable_op(handle, variable.dtype.base_dtype),
@@ -464,7 +531,7 @@ class ReplicatedBuild:
         """End of ``compile``: replicate a loop-less program, or wire up what replica 0
         built outside its loops (code outside a loop runs once, as replica 0)."""
         if self.loop_replicated or self._has_pipeline():
-            # Pipelines run their own loop and are not copied: they run as one replica.
+            # The loop (or pipeline) built its replicas; what was built outside it ran once.
             self.finish_pending(replicas=1)
         else:
             outputs = self.replicate_program(build_copy, outputs)
@@ -495,6 +562,16 @@ def _copies_in(graph) -> Dict[str, list]:
     if found is None:
         found = _all_copies[graph] = {}
     return found
+
+
+def _creation_key(kwargs) -> tuple:
+    """What identifies a variable creation across replicas (see ``_shared_variable``)."""
+    dtype = kwargs.get("dtype")
+    try:
+        dtype = None if dtype is None else tf.as_dtype(dtype).name
+    except TypeError:
+        dtype = str(dtype)
+    return (str(kwargs.get("name")), dtype)
 
 
 def _tensor_bytes(tensor) -> int:

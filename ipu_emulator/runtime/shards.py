@@ -6,7 +6,9 @@ emulator keeps the same tag (the ``_XlaSharding`` attribute, so tools that read 
 work) and also places each shard on its own TensorFlow CPU device: shard ``k`` of
 ``/device:IPU:d`` runs on ``/device:CPU:{offset(d) + k}``, where ``offset(d)`` counts the
 IPUs of the devices before ``d``.  Tensors crossing shards then really move between devices
-(TensorFlow inserts send/receive pairs, as the IPU does with inter-IPU copies).
+(TensorFlow inserts send/receive pairs, as the IPU does with inter-IPU copies).  Replica
+``r`` of a replicated pipeline with ``S`` shards runs shard ``k`` on IPU ``r * S + k``
+(``replica_devices``), the IPUs the simulator draws that replica on.
 
 A TF1 ``Session`` has only one CPU device unless its ``ConfigProto`` asks for more with
 ``device_count={'CPU': N}``; ``tf.config.set_logical_device_configuration`` does not reach
@@ -116,6 +118,42 @@ class shard_context:  # pylint: disable=invalid-name
         return False
 
 
+class replica_devices:  # pylint: disable=invalid-name
+    """Ops placed inside run on the IPUs of one replica: shard ``k`` goes to IPU
+    ``first_ipu + k`` of the device (replica ``r`` of a program with ``S`` shards starts at
+    ``r * S``, the layout of the SDK's replicas and of the simulator's lanes).  The sharding
+    tag stays ``k``: every replica is the same sharded program."""
+
+    def __init__(self, first_ipu):
+        self.first_ipu = int(first_ipu)
+
+    def __enter__(self):
+        stack = getattr(_state, "replica_ipus", None)
+        if stack is None:
+            stack = _state.replica_ipus = []
+        stack.append(self.first_ipu)
+        return self
+
+    def __exit__(self, *exc):
+        _state.replica_ipus.pop()
+        return False
+
+
+def _replica_first_ipu():
+    stack = getattr(_state, "replica_ipus", None)
+    return stack[-1] if stack else 0
+
+
+def replica_device(device):
+    """``device`` (a CPU device standing for an IPU of replica 0) moved to the same IPU of
+    the replica being built: where that replica's copy of a variable lives."""
+    first_ipu = _replica_first_ipu()
+    match = _CPU_DEVICE.search(device or "")
+    if not first_ipu or not match:
+        return device
+    return device[:match.start(1)] + str(int(match.group(1)) + first_ipu)
+
+
 # --- placement ---------------------------------------------------------------------
 
 
@@ -160,10 +198,11 @@ def device_function(ordinal):
             indices = [forward_shard]
         elif current_shard_indices() is not None:
             indices = current_shard_indices()
+        first_ipu = _replica_first_ipu()
         if indices is None:
-            return cpu_device(ordinal, 0)
+            return cpu_device(ordinal, first_ipu)
         op._set_attr(SHARDING_ATTR, sharding_attr(indices))  # pylint: disable=protected-access
-        return cpu_device(ordinal, indices[0])
+        return cpu_device(ordinal, first_ipu + indices[0])
 
     return place
 
@@ -250,12 +289,23 @@ def _colocated_op(op):
 
 
 def program_shard_indices(program):
-    """Sorted shard indices the program's ops run on (empty: not sharded)."""
+    """Sorted shard indices the program's ops run on (empty: not sharded).
+
+    The session hook asks this on every run of the program; reading the tag of every op
+    each time cost a sizeable share of a short run, so the answer is kept on the program
+    (its ops are fixed once compiled; the key notices if the list is ever replaced)."""
+    key = (id(program.new_ops), len(program.new_ops))
+    cached = getattr(program, "_ipu_emulator_shard_indices", None)
+    if cached is not None and cached[0] == key:
+        return list(cached[1])
     used = set()
     for op in program.new_ops:
-        if shard_of(op) is not None:
-            used.add(shard_of(op))
-    return sorted(used)
+        shard = shard_of(op)
+        if shard is not None:
+            used.add(shard)
+    indices = sorted(used)
+    program._ipu_emulator_shard_indices = (key, indices)  # pylint: disable=protected-access
+    return list(indices)
 
 
 def next_power_of_two(n):
@@ -282,6 +332,7 @@ def shard_ops(program):
     return groups
 
 
-__all__ = ["SHARDING_ATTR", "shard_of", "sharding_attr", "shard_context", "device_function",
+__all__ = ["SHARDING_ATTR", "shard_of", "sharding_attr", "shard_context", "replica_devices",
+           "device_function",
            "cpu_device", "required_cpu_devices", "install", "program_shard_indices",
            "num_shards"]

@@ -31,8 +31,20 @@ accumulator per variable, and on the last micro-batch of a pass applies the accu
 gradients and clears the accumulators.  The numerics are therefore exactly those of
 gradient accumulation on one device; the *order* in which stages of different
 micro-batches overlap is the schedule's business, which only the simulator (the trace of
-the run) shows.  Accumulators are ordinary non-trainable variables, initialised by
-``tf.global_variables_initializer()`` like the model's own.
+the run) shows.  Each accumulator lives, is added to, read, cleared and applied on its
+stage's device, and the outfeed is enqueued from the last stage's: a tensor that crosses
+between the CPU devices on every micro-batch costs host time
+(tests/test_pipeline_placement.py).  Accumulators are ordinary non-trainable variables,
+initialised by ``tf.global_variables_initializer()`` like the model's own.
+
+Replicated pipelines: on a device with more IPUs than the stages need (their IPUs rounded
+up to a power of two, ``S``), the pipeline runs as ``R = IPUs / S`` copies, as on the IPU.
+Every loop iteration builds one micro-batch of each replica: replica ``r`` takes infeed
+element ``i * R + r``, runs its stage ``k`` on IPU ``r * S + k`` with its own copies of the
+variables and accumulators, and its outfeed values are stacked on a replica axis.  The
+pipeline does not average gradients across replicas by itself (neither does the SDK's):
+wrap the optimizer in ``CrossReplicaOptimizer`` inside ``optimizer_function``; its all-reduce
+runs in the one weight-update branch all replicas share (tests/test_replicated_pipelines.py).
 """
 import contextlib
 import enum
@@ -267,8 +279,9 @@ def pipeline(computational_stages, gradient_accumulation_count=None,
         outfeed_loss=outfeed_loss, outfeed_mask=outfeed_mask,
         accumulate_outfeed=accumulate_outfeed, accumulate_outfeed_dtype=accumulate_outfeed_dtype,
         schedule=pipeline_schedule)
+    replicated = _replicated_build(infeed_queue, outfeed_queue, max(all_ipus))
     with tf.name_scope(name or "pipeline"), _single_replica():
-        op = builder.build()
+        op = builder.build(replicated)
     program = programs.current_program()
     if program is not None:
         model_parallel.register_pipeline(program, builder.registration(
@@ -278,11 +291,32 @@ def pipeline(computational_stages, gradient_accumulation_count=None,
 
 
 def _single_replica():
-    """A pipeline runs as one replica (replication of pipelines is not emulated): its feeds
-    must not be deferred to a replicated build around it."""
+    """Leave the replicated build around the pipeline while the pipeline builds: it enters
+    each replica itself (``_as_replica``), and whatever it builds outside them (the loop,
+    the shared weight update) belongs to no replica."""
     from ipu_emulator.runtime import replication
     context = getattr(replication, "_replica_context", None)
     return context(None, None) if context is not None else contextlib.nullcontext()
+
+
+def _replicated_build(infeed_queue, outfeed_queue, highest_ipu):
+    """``(build, R)``: the replicated build of the program when the pipeline is its
+    outermost loop on a device with more IPUs than the stages need (IPU_API.md 1.4: the
+    stages' IPUs rounded up to a power of two), else ``(None, 1)``.  ``R`` is fixed here,
+    before anything is built, from the highest IPU the stages use."""
+    from ipu_emulator.runtime import replication
+    if programs.inside_loop():
+        return None, 1
+    build = replication.loop_build()
+    if build is None:
+        return None, 1
+    # A program built before the IPU system is configured takes R from its feeds' declared
+    # replication_factor: make the pipeline's feeds known to the program first.
+    program = programs.current_program()
+    for feed, feeds in ((infeed_queue, program.infeeds), (outfeed_queue, program.outfeeds)):
+        if feed is not None and feed not in feeds:
+            feeds.append(feed)
+    return build, build.resolve(highest_shard=highest_ipu)
 
 
 def _pipeline_inputs(inputs):
@@ -360,10 +394,16 @@ class _PipelineBuilder:
         self.outfeed_buffers = []  # sums of an accumulated outfeed
         self.graph = tf.compat.v1.get_default_graph()
         self.first_op_id = None
+        # Replication (``_replicated_micro_batch``): the build, R, the replica being built,
+        # and its end-of-pass work waiting for the shared branch.
+        self.replicated, self.replicas = None, 1
+        self._building_replica = 0
+        self._pending_passes = []
 
     # -- the loop ---------------------------------------------------------------------
 
-    def build(self):
+    def build(self, replicated=(None, 1)):
+        self.replicated, self.replicas = replicated
         self.first_op_id = self._next_op_id()
         self.ops_before = set(self.graph.get_operations())
         gac = self.gac
@@ -378,7 +418,8 @@ class _PipelineBuilder:
 
         def body(counter):
             with programs.loop_body():
-                done = self._micro_batch(counter)
+                done = (self._micro_batch(counter) if self.replicas == 1
+                        else self._replicated_micro_batch(counter))
             with tf.control_dependencies(done):
                 return counter + 1
 
@@ -440,11 +481,14 @@ class _PipelineBuilder:
         effects = []
         first = self._next_op_id()
         if self.training:
-            to_outfeed, update = self._train(counter, args, kwargs, last_outputs)
-            effects.append(update)
+            to_outfeed, updates = self._train(counter, args, kwargs, last_outputs)
+            effects += updates
         else:
             to_outfeed = last_outputs
-        effects += self._outfeed(counter, to_outfeed)
+        # The last stage's results leave from its own device (as they leave the last IPU),
+        # rather than crossing to the default device first.
+        with shards.shard_context(_stage_ipus(self.device_mapping[last])):
+            effects += self._outfeed(counter, to_outfeed)
         self._mark(first, last)
         return [e for e in effects if e is not None]
 
@@ -507,6 +551,11 @@ class _PipelineBuilder:
                 return k
         return len(self.stages) - 1
 
+    def _on_stage_of(self, variable):
+        """Build ops on the device of the stage that owns ``variable``."""
+        stage = self._variable_stage(variable)
+        return shards.shard_context(_stage_ipus(self.device_mapping[stage]))
+
     def _accumulation_dtype(self, variable):
         dtype = self.accumulation_dtype
         if dtype is None:
@@ -550,23 +599,33 @@ class _PipelineBuilder:
                 self.gradient_buffers.append(buffer)
                 accumulators.append((buffer, variable))
 
-        with tf.control_dependencies(accumulate):
-            # The weight update runs after this micro-batch's gradients were added (the
-            # branch hangs off the predicate, so it inherits this ordering).
-            last_micro_batch = tf.equal(micro_batch, tf.cast(self.gac, tf.int32) - 1)
+        # Only the counter decides whether this micro-batch ends the pass: the predicate
+        # waits for nothing, and each accumulator's read in the update waits for its own
+        # addition on its own device (no control edges from every device to one).
+        last_micro_batch = tf.equal(micro_batch, tf.cast(self.gac, tf.int32) - 1)
 
         def weight_update():
-            applied = [(tf.cast(buffer.read_value(), variable.dtype.base_dtype), variable)
-                       for buffer, variable in accumulators]
+            # Each accumulator is read, cast and cleared on its own stage's device: built
+            # on the default device, those ops made tensors (live or, on every other
+            # micro-batch, dead) cross devices on every iteration of the loop.
+            applied, cleared = [], []
+            for (buffer, variable), added in zip(accumulators, accumulate):
+                with self._on_stage_of(variable), tf.control_dependencies([added]):
+                    value = buffer.read_value()
+                    applied.append((tf.cast(value, variable.dtype.base_dtype), variable))
+                    # The read is a snapshot (a resource variable assigned while a read of
+                    # it is in use gets a new buffer), so clearing needs only the read.
+                    # (A ZerosLike op, not a constant: a constant in a branch hangs off
+                    # the branch's pivot, one more edge from the default device.)
+                    zeros = tf.compat.v1.zeros_like(value, optimize=False)
+                    cleared.append(buffer.assign(zeros))
             apply_op = result.opt.apply_gradients(applied, *result.apply_gradients_args,
                                                   **result.apply_gradients_kwargs)
-            with tf.control_dependencies([apply_op]):
-                cleared = [buffer.assign(tf.zeros_like(buffer)) for buffer, _ in accumulators]
-            with tf.control_dependencies(cleared):
+            with tf.control_dependencies([apply_op] + cleared):
                 return tf.constant(0)
 
         first = self._next_op_id()
-        update = tf.compat.v1.cond(last_micro_batch, weight_update, lambda: tf.constant(0))
+        update = self._end_of_pass(last_micro_batch, weight_update, self._stage_of_update_op)
         for op in self._ops_since(first):
             stage = self._stage_of_update_op(op)
             self.stage_of_op[op.name] = stage
@@ -583,7 +642,7 @@ class _PipelineBuilder:
                         % (len(to_outfeed), len(self.outfeed_mask)))
                 to_outfeed = [t for t, masked in zip(to_outfeed, self.outfeed_mask)
                               if not masked]
-        return to_outfeed, update
+        return to_outfeed, [update] + accumulate
 
     def _stage_of_update_op(self, op):
         for tensor in op.inputs:
@@ -604,6 +663,78 @@ class _PipelineBuilder:
             return buffer.assign_add(grad / tf.cast(self.gac, grad.dtype))
         n = tf.cast(micro_batch, grad.dtype)  # RUNNING_MEAN
         return buffer.assign(buffer.read_value() * n / (n + 1) + grad / (n + 1))
+
+    # -- replicas ---------------------------------------------------------------------
+
+    def _replicated_micro_batch(self, counter):
+        """One micro-batch of every replica, built side by side in the loop body.
+
+        Each replica runs the whole pipeline on its own devices, variables, accumulators and
+        infeed elements (replica ``r`` takes element ``i * R + r``).  Their stages' collectives
+        and outfeed values are joined once all are built; the end-of-pass work (the weight
+        update, an accumulated outfeed) is one branch for all of them, so the all-reduce of
+        a ``CrossReplicaOptimizer`` in it sees every replica's accumulated gradients."""
+        build = self.replicated
+        effects, pending = [], []
+        with build.lock_step():
+            for replica in range(self.replicas):
+                kept = (len(self.gradient_buffers), len(self.outfeed_buffers))
+                self._pending_passes = []
+                with self._as_replica(replica):
+                    effects += self._micro_batch(counter)
+                pending.append(self._pending_passes)
+                if replica > 0:  # the record sizes one replica's buffers
+                    del self.gradient_buffers[kept[0]:], self.outfeed_buffers[kept[1]:]
+            # The outfeed's values (stacked on the replica axis) leave from a last stage.
+            with shards.shard_context(_stage_ipus(self.device_mapping[-1])):
+                build.finish_pending(self.replicas)
+            for per_replica in zip(*pending):
+                effects.append(self._shared_end_of_pass(per_replica))
+        return effects
+
+    @contextlib.contextmanager
+    def _as_replica(self, replica):
+        """Build as ``replica``: its own variables, on IPUs ``replica * S`` onwards."""
+        with self.replicated.replica(replica), shards.replica_devices(
+                replica * self.replicated.num_shards):
+            self._building_replica = replica
+            try:
+                yield
+            finally:
+                self._building_replica = 0
+
+    def _end_of_pass(self, predicate, branch, stage_of_op):
+        """``cond(predicate, branch)`` for work done once per pass.  Replicas defer it to one
+        shared branch (``_shared_end_of_pass``); returns None then."""
+        if self.replicas == 1:
+            return tf.compat.v1.cond(predicate, branch, lambda: tf.constant(0))
+        self._pending_passes.append((self._building_replica, predicate, branch, stage_of_op))
+        return None
+
+    def _shared_end_of_pass(self, items):
+        """One branch running every replica's end-of-pass work, then the collectives that
+        work called (all replicas' values are in the branch by then).  The replicas'
+        predicates agree (they come from the shared micro-batch counter); the branch waits
+        for all of them, as each replica's own branch would wait for its predicate's
+        control inputs (an accumulated outfeed's additions)."""
+        _, predicate, _, stage_of_op = items[0]
+        with tf.control_dependencies([item[1] for item in items[1:]]):
+            predicate = tf.identity(predicate)
+
+        def every_replica():
+            done = []
+            for replica, _, branch, _ in items:
+                with self._as_replica(replica):
+                    done.append(branch())
+            self.replicated.finish_pending(self.replicas)
+            with tf.control_dependencies(done):
+                return tf.constant(0)
+
+        first = self._next_op_id()
+        update = tf.compat.v1.cond(predicate, every_replica, lambda: tf.constant(0))
+        for op in self._ops_since(first):
+            self.stage_of_op[op.name] = stage_of_op(op)
+        return update
 
     # -- outfeed ------------------------------------------------------------------------
 
@@ -646,7 +777,7 @@ class _PipelineBuilder:
             with tf.control_dependencies(cleared):
                 return tf.constant(0)
 
-        return tf.compat.v1.cond(end_of_pass, enqueue_sums, lambda: tf.constant(0))
+        return self._end_of_pass(end_of_pass, enqueue_sums, lambda op: len(self.stages) - 1)
 
     # -- what the run record needs ------------------------------------------------------
 
