@@ -29,6 +29,30 @@ def pytest_runtest_logreport(report):
     tf2_isolation.report_to_parent(report)
 
 
+def configure_ipus(num_ipus):
+    """Configure an emulated IPU system of ``num_ipus`` IPUs (``IPUConfig.auto_select_ipus``)."""
+    from ipu_emulator.ipu import config
+    cfg = config.IPUConfig()
+    cfg.auto_select_ipus = num_ipus
+    cfg.configure_ipu_system()
+
+
+@pytest.fixture
+def fresh_ipu_system(monkeypatch):
+    """No IPU system configured before or after the test, and no ``TF_POPLAR_FLAGS``."""
+    from ipu_emulator.ipu import config
+    monkeypatch.delenv("TF_POPLAR_FLAGS", raising=False)
+    config.reset_ipu_configuration()
+    yield
+    config.reset_ipu_configuration()
+
+
+@pytest.fixture
+def two_ipus(fresh_ipu_system):
+    """A configured system of two IPUs for the test."""
+    configure_ipus(2)
+
+
 @pytest.fixture
 def graph():
     """A fresh default graph for one test (TF1 graph mode)."""

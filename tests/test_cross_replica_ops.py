@@ -5,17 +5,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from ipu_emulator import importer, ipu, system
+from ipu_emulator import importer, ipu
 from ipu_emulator.ipu import config, ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue, loops, scopes
 from ipu_emulator.ipu.ops import cross_replica_ops
 
 
-@pytest.fixture(autouse=True)
-def fresh_system(monkeypatch):
-    monkeypatch.delenv("TF_POPLAR_FLAGS", raising=False)
-    system.reset()
-    yield
-    system.reset()
+pytestmark = pytest.mark.usefixtures("fresh_ipu_system")  # see conftest.py
 
 
 def per_replica_results(num_ipus, reduce, iterations=1):

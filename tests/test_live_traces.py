@@ -14,14 +14,7 @@ X = np.random.RandomState(1).randn(BATCH * 32, 16).astype(np.float32)
 Y = (np.arange(BATCH * 32) % 10).astype(np.int32)
 
 
-@pytest.fixture(autouse=True)
-def two_ipus():
-    ipu.config.reset_ipu_configuration()
-    cfg = ipu.config.IPUConfig()
-    cfg.auto_select_ipus = 2
-    cfg.configure_ipu_system()
-    yield
-    ipu.config.reset_ipu_configuration()
+pytestmark = pytest.mark.usefixtures("two_ipus")  # see conftest.py
 
 
 def dense(name, x, width):

@@ -16,14 +16,7 @@ Y = (np.arange(BATCH * 8) % 3).astype(np.int32)
 STAGE_WEIGHT_BYTES = (4 * (6 * 5 + 5), 4 * (5 * 3 + 3))
 
 
-@pytest.fixture(autouse=True)
-def two_ipus():
-    ipu.config.reset_ipu_configuration()
-    cfg = ipu.config.IPUConfig()
-    cfg.auto_select_ipus = 2
-    cfg.configure_ipu_system()
-    yield
-    ipu.config.reset_ipu_configuration()
+pytestmark = pytest.mark.usefixtures("two_ipus")  # see conftest.py
 
 
 def dense(name, x, width):

@@ -18,14 +18,7 @@ W2 = np.linspace(-1, 1, HIDDEN, dtype=np.float32).reshape(HIDDEN, 1)
 LEARNING_RATE = 0.1
 
 
-@pytest.fixture(autouse=True)
-def two_ipus():
-    ipu.config.reset_ipu_configuration()
-    cfg = ipu.config.IPUConfig()
-    cfg.auto_select_ipus = 2
-    cfg.configure_ipu_system()
-    yield
-    ipu.config.reset_ipu_configuration()
+pytestmark = pytest.mark.usefixtures("two_ipus")  # see conftest.py
 
 
 def dataset():

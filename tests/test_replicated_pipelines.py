@@ -9,9 +9,10 @@ before each weight update, and then the replicas stay identical.
 """
 import numpy as np
 import pytest
+from conftest import configure_ipus as configure
 import tensorflow as tf
 
-from ipu_emulator import ipu, record, system
+from ipu_emulator import ipu, record
 from ipu_emulator.ipu import utils
 from ipu_emulator.ipu.gradient_accumulation import GradientAccumulationReductionMethod
 from ipu_emulator.ipu.ops import cross_replica_ops, pipelining_ops
@@ -29,18 +30,9 @@ MEAN = GradientAccumulationReductionMethod.MEAN
 SUM = GradientAccumulationReductionMethod.SUM
 
 
-@pytest.fixture(autouse=True)
-def fresh_system(monkeypatch):
-    monkeypatch.delenv("TF_POPLAR_FLAGS", raising=False)
-    system.reset()
-    yield
-    system.reset()
+pytestmark = pytest.mark.usefixtures("fresh_ipu_system")  # see conftest.py
 
 
-def configure(num_ipus):
-    cfg = ipu.config.IPUConfig()
-    cfg.auto_select_ipus = num_ipus
-    cfg.configure_ipu_system()
 
 
 def micro_batches():

@@ -5,6 +5,7 @@ gain a replica axis; CrossReplicaOptimizer keeps the copies' weights identical.
 """
 import numpy as np
 import pytest
+from conftest import configure_ipus as configure
 import tensorflow as tf
 
 from ipu_emulator import record, system
@@ -16,18 +17,9 @@ from ipu_emulator.runtime import replication
 IPU = "/device:IPU:0"
 
 
-@pytest.fixture(autouse=True)
-def fresh_system(monkeypatch):
-    monkeypatch.delenv("TF_POPLAR_FLAGS", raising=False)
-    system.reset()
-    yield
-    system.reset()
+pytestmark = pytest.mark.usefixtures("fresh_ipu_system")  # see conftest.py
 
 
-def configure(num_ipus):
-    cfg = config.IPUConfig()
-    cfg.auto_select_ipus = num_ipus
-    cfg.configure_ipu_system()
 
 
 def compile_on_ipu(computation, inputs=None):

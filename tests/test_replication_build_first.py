@@ -23,12 +23,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 IPU = "/device:IPU:0"
 
 
-@pytest.fixture(autouse=True)
-def fresh_system(monkeypatch):
-    monkeypatch.delenv("TF_POPLAR_FLAGS", raising=False)
-    system.reset()
-    yield
-    system.reset()
+pytestmark = pytest.mark.usefixtures("fresh_ipu_system")  # see conftest.py
 
 
 def configure_old_style(num_ipus):

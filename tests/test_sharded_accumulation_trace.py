@@ -12,14 +12,7 @@ X = np.random.RandomState(2).randn(BATCH * 8, 6).astype(np.float32)
 Y = (np.arange(BATCH * 8) % 3).astype(np.int32)
 
 
-@pytest.fixture(autouse=True)
-def two_ipus():
-    ipu.config.reset_ipu_configuration()
-    cfg = ipu.config.IPUConfig()
-    cfg.auto_select_ipus = 2
-    cfg.configure_ipu_system()
-    yield
-    ipu.config.reset_ipu_configuration()
+pytestmark = pytest.mark.usefixtures("two_ipus")  # see conftest.py
 
 
 def run_sharded(num_mini_batches, iterations):
