@@ -30,8 +30,11 @@ from .trace import (KIND_COLOURS, OTHER_COLOUR, PHASE_COLOURS, PIPELINE_ACTION_K
 
 LEFT = 64          # room for the lane names
 RIGHT = 16
-LANE_HEIGHT = 24
+LANE_HEIGHT = 24   # up to _FULL_HEIGHT_LANES lanes; more lanes share that height
 LANE_GAP = 4
+_FULL_HEIGHT_LANES = 16
+_MIN_LANE_HEIGHT = 6
+_MIN_LABELLED_HEIGHT = 14  # micro-batch numbers and lane names need this much
 TITLE_HEIGHT = 22
 PHASE_ROW = 14     # phase names sit just above the lanes
 AXIS_HEIGHT = 34   # tick labels and the clock's name
@@ -94,20 +97,25 @@ def _panel(parts: List[str], timeline: Timeline, title: str, axis: _Axis, top: f
     parts.append(f'<text x="{axis.left}" y="{top + 15:.1f}" font-weight="bold" '
                  f'font-size="12px">{escape(title)}</text>')
     lanes_top = top + TITLE_HEIGHT + (PHASE_ROW if timeline.phases else 0)
-    lanes_bottom = lanes_top + len(timeline.lanes) * (LANE_HEIGHT + LANE_GAP)
-    row_top = {lane: lanes_top + i * (LANE_HEIGHT + LANE_GAP) + LANE_GAP / 2
+    height = lane_height(len(timeline.lanes))
+    gap = LANE_GAP if height == LANE_HEIGHT else 1
+    lanes_bottom = lanes_top + len(timeline.lanes) * (height + gap)
+    row_top = {lane: lanes_top + i * (height + gap) + gap / 2
                for i, lane in enumerate(timeline.lanes)}
 
     _phases(parts, timeline, axis, lanes_top, lanes_bottom)
     _engine_runs(parts, timeline, axis, lanes_top, lanes_bottom)
-    for lane in timeline.lanes:
-        parts.append(f'<text x="{axis.left - 6}" y="{row_top[lane] + LANE_HEIGHT / 2 + 4:.1f}" '
-                     f'text-anchor="end">{escape(lane)}</text>')
-    labelled = _labels_actions(timeline)
+    # With many lanes, name every k-th so the names never overlap.
+    name_every = max(1, math.ceil(_MIN_LABELLED_HEIGHT / (height + gap)))
+    for index, lane in enumerate(timeline.lanes):
+        if index % name_every == 0:
+            parts.append(f'<text x="{axis.left - 6}" y="{row_top[lane] + height / 2 + 4:.1f}" '
+                         f'text-anchor="end">{escape(lane)}</text>')
+    labelled = _labels_actions(timeline) and height >= _MIN_LABELLED_HEIGHT
     for lane, events in _by_lane(timeline.events).items():
         if lane in row_top:
-            kinds_drawn.update(_lane_events(parts, events, axis, row_top[lane], labelled,
-                                            scale, unit))
+            kinds_drawn.update(_lane_events(parts, events, axis, row_top[lane], height,
+                                            labelled, scale, unit))
     return _ticks(parts, axis, lanes_bottom, scale, unit, timeline.clock)
 
 
@@ -152,7 +160,15 @@ MIXED_COLOUR = "#8c6d8c"
 _DOMINANT_SHARE = 2 / 3
 
 
-def _lane_events(parts, events, axis, row_top, labelled, scale, unit) -> Set[str]:
+def lane_height(lanes: int) -> float:
+    """Pixels per lane: full height for up to 16 lanes, then the 16 lanes' total shared out
+    (never under 6 px), so a 64-IPU trace stays on a screen."""
+    if lanes <= _FULL_HEIGHT_LANES:
+        return LANE_HEIGHT
+    return max(_MIN_LANE_HEIGHT, _FULL_HEIGHT_LANES * (LANE_HEIGHT + LANE_GAP) / lanes - 1)
+
+
+def _lane_events(parts, events, axis, row_top, height, labelled, scale, unit) -> Set[str]:
     """Draw one lane's boxes; return the kinds drawn (``MIXED`` among them if any)."""
     drawn = set()
     for box in _boxes(events, axis):
@@ -163,13 +179,13 @@ def _lane_events(parts, events, axis, row_top, labelled, scale, unit) -> Set[str
         action = labelled and single is not None and single.kind in PIPELINE_ACTION_KINDS
         stroke = ' stroke="#fff" stroke-width="0.8"' if action and width > 3 else ""
         parts.append(f'<rect x="{box.x0:.1f}" y="{row_top:.1f}" width="{width:.1f}" '
-                     f'height="{LANE_HEIGHT}" fill="{colour}"{stroke}>'
+                     f'height="{height:.1f}" fill="{colour}"{stroke}>'
                      f'<title>{escape(_tooltip(box.events, scale, unit))}</title></rect>')
         if action and single.micro_batch is not None:
             label = f"w{single.micro_batch}" if "W" in single.name else str(single.micro_batch)
             if width >= _LABEL_CHAR_PX * len(label) + 2:
                 parts.append(f'<text x="{box.x0 + width / 2:.1f}" '
-                             f'y="{row_top + LANE_HEIGHT / 2 + 4:.1f}" text-anchor="middle" '
+                             f'y="{row_top + height / 2 + 4:.1f}" text-anchor="middle" '
                              f'fill="#fff" font-size="10px">{label}</text>')
     return drawn
 

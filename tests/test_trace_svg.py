@@ -128,3 +128,14 @@ def test_docstring_examples_hold():
     import doctest
     from ipu_emulator import trace_svg
     assert doctest.testmod(trace_svg).failed == 0
+
+
+def test_many_lanes_share_a_screen_and_their_names_do_not_overlap():
+    timeline = pipeline_timeline(stages=64, micro_batches=64, schedule="gpipe")
+    root = parse(timeline_svg([timeline]))
+    assert float(root.get("height")) < 700
+    lane_names = [t for t in root.iter(SVG + "text") if (t.text or "").startswith("IPU")]
+    ys = sorted(float(t.get("y")) for t in lane_names)
+    assert 8 <= len(lane_names) < 64 and lane_names[0].text == "IPU0"
+    assert min(b - a for a, b in zip(ys, ys[1:])) >= 12
+    assert not [t for t in root.iter(SVG + "text") if t.get("fill") == "#fff"]  # no labels
