@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 import tf2_isolation
+from ipu_systems import configure_ipus
 
 if not tf2_isolation.in_tf2_child():
     tf.compat.v1.disable_v2_behavior()
@@ -27,14 +28,6 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_runtest_logreport(report):
     tf2_isolation.report_to_parent(report)
-
-
-def configure_ipus(num_ipus):
-    """Configure an emulated IPU system of ``num_ipus`` IPUs (``IPUConfig.auto_select_ipus``)."""
-    from ipu_emulator.ipu import config
-    cfg = config.IPUConfig()
-    cfg.auto_select_ipus = num_ipus
-    cfg.configure_ipu_system()
 
 
 @pytest.fixture
