@@ -61,7 +61,7 @@ from .hardware import HostModel, IPUTarget, get_target
 from .schedules import (BACKWARD, FORWARD, RECOMPUTE, UPDATE, WEIGHT_GRAD, Action,
                         PipelineConfigurationError, Schedule)
 from .timeline import (CLOCK, COMPUTE_KINDS, HOST_LANE, UNIT_CLOCK, Event, Metrics, Timeline,
-                       TimelineBuilder, compute_seconds, ipu_lane,
+                       TimelineBuilder, busy_time, compute_seconds, ipu_lane,
                        ipu_link_seconds, launch_engine_run, prepare_host_batch,
                        stream_copy_seconds)
 
@@ -625,15 +625,7 @@ def _metrics(builder: TimelineBuilder, run: _PipelineRun, lanes: List[str], star
     plan = run.plan
     events = builder.events
     makespan = max((e.end for e in events), default=0.0)
-    ipu_lanes = [lane for lane in lanes if lane != HOST_LANE]
-    busy: Dict[int, Dict[str, float]] = {ipu_of_lane(lane): {} for lane in ipu_lanes}
-    host_time = 0.0
-    for e in events:
-        if e.ipu is None:
-            host_time += e.end - e.start
-        else:
-            by_kind = busy[e.ipu]
-            by_kind[e.kind] = by_kind.get(e.kind, 0.0) + (e.end - e.start)
+    busy, host_time = busy_time(events, [ipu_of_lane(lane) for lane in lanes if lane != HOST_LANE])
     compute = {ipu: sum(t for kind, t in kinds.items() if kind in COMPUTE_KINDS)
                for ipu, kinds in busy.items()}
     utilisation = {ipu: (t / makespan if makespan > 0 else 0.0) for ipu, t in compute.items()}

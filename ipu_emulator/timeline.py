@@ -634,6 +634,20 @@ def simulate_engine_runs(
 # --- metrics ------------------------------------------------------------------------------
 
 
+def busy_time(events: Iterable[Event],
+              ipus: Iterable[int]) -> Tuple[Dict[int, Dict[str, float]], float]:
+    """Time each IPU spends on each kind of event, and the host's total time."""
+    busy: Dict[int, Dict[str, float]] = {ipu: {} for ipu in ipus}
+    host_time = 0.0
+    for e in events:
+        if e.ipu is None:
+            host_time += e.end - e.start
+        else:
+            by_kind = busy[e.ipu]
+            by_kind[e.kind] = by_kind.get(e.kind, 0.0) + (e.end - e.start)
+    return busy, host_time
+
+
 def compute_metrics(
     events: Sequence[Event],
     lanes: Sequence[str],
@@ -644,14 +658,7 @@ def compute_metrics(
     """Metrics of a non-pipelined timeline (one step in flight per IPU at a time)."""
     makespan = max((e.end for e in events), default=0.0)
     ipus = [_ipu_index(lane) for lane in lanes if _ipu_index(lane) is not None]
-    busy: Dict[int, Dict[str, float]] = {ipu: {} for ipu in ipus}
-    host_time = 0.0
-    for e in events:
-        if e.ipu is None:
-            host_time += e.end - e.start
-        else:
-            by_kind = busy[e.ipu]
-            by_kind[e.kind] = by_kind.get(e.kind, 0.0) + (e.end - e.start)
+    busy, host_time = busy_time(events, ipus)
 
     utilisation = {
         ipu: (sum(t for k, t in kinds.items() if k in COMPUTE_KINDS) / makespan if makespan else 0.0)
