@@ -61,8 +61,8 @@ from .hardware import HostModel, IPUTarget, get_target
 from .schedules import (BACKWARD, FORWARD, RECOMPUTE, UPDATE, WEIGHT_GRAD, Action,
                         PipelineConfigurationError, Schedule)
 from .timeline import (CLOCK, COMPUTE_KINDS, HOST_LANE, UNIT_CLOCK, Event, Metrics, Timeline,
-                       TimelineBuilder, busy_time, compute_seconds, ipu_lane,
-                       ipu_link_seconds, launch_engine_run, prepare_host_batch,
+                       TimelineBuilder, allreduce_seconds, busy_time, compute_seconds,
+                       ipu_lane, ipu_link_seconds, launch_engine_run, prepare_host_batch,
                        stream_copy_seconds)
 
 EVENT_KIND = {FORWARD: "forward", BACKWARD: "backward", WEIGHT_GRAD: "backward",
@@ -120,14 +120,6 @@ def unit_action_time(kind: str, split_backward: bool) -> float:
     if kind in (BACKWARD, WEIGHT_GRAD) and split_backward:
         return 0.5
     return 1.0
-
-
-def allreduce_seconds(nbytes: float, replicas: int, target: IPUTarget) -> float:
-    """Ring all-reduce of ``nbytes`` over ``replicas`` IPUs: ``2(R-1)`` link transfers of
-    ``nbytes / R`` each (reduce-scatter then all-gather)."""
-    if replicas <= 1 or nbytes <= 0:
-        return 0.0
-    return 2 * (replicas - 1) * ipu_link_seconds(nbytes / replicas, target)
 
 
 def streaming_memory_seconds(nbytes: float, target: IPUTarget, host: HostModel) -> float:

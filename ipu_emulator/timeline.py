@@ -261,6 +261,14 @@ def ipu_link_seconds(nbytes: float, target: IPUTarget) -> float:
     return target.ipu_link_latency_s + nbytes / target.ipu_link_bandwidth_bytes_per_s
 
 
+def allreduce_seconds(nbytes: float, replicas: int, target: IPUTarget) -> float:
+    """Ring all-reduce of ``nbytes`` over ``replicas`` IPUs: ``2(R-1)`` link transfers of
+    ``nbytes / R`` each (reduce-scatter then all-gather)."""
+    if replicas <= 1 or nbytes <= 0:
+        return 0.0
+    return 2 * (replicas - 1) * ipu_link_seconds(nbytes / replicas, target)
+
+
 def resident_bytes(cost: ComputeCost) -> int:
     """Memory a step keeps resident: its variables (weights, optimizer slots, gradient
     accumulators), one gradient per trained weight when training, and the activations kept
@@ -464,7 +472,6 @@ def _step_compute(
         lanes = layout.shard_lanes(0)
         for kind, seconds in phases:
             if kind == "weight_update" and layout.replicas > 1 and all_reduce_bytes > 0:
-                from .pipeline import allreduce_seconds  # pipeline imports this module
                 builder.place(lanes, "exchange", "AllReduce gradients (IPU-Links)",
                               allreduce_seconds(all_reduce_bytes, layout.replicas, target),
                               earliest, engine_run=engine_run, iteration=iteration,

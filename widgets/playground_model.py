@@ -14,10 +14,9 @@ from dataclasses import dataclass, field, replace
 from typing import Optional, Tuple
 
 from ipu_emulator import costs, pipeline
+from ipu_emulator.schedules import SCHEDULE_NAMES as SCHEDULES
 from ipu_emulator.timeline import Timeline
 
-SCHEDULES = ("grouped", "interleaved", "sequential", "gpipe", "1f1b", "interleaved-1f1b",
-             "zero-bubble")
 IPU_VERSIONS = ("ipu1", "ipu2", "ipu21")
 
 

@@ -231,9 +231,5 @@ def features_and_labels(args, kwargs):
 
 def dequeue_element(infeed):
     """One infeed element unpacked like a loop body's arguments (for loop-free programs)."""
-    element = infeed._dequeue()  # pylint: disable=protected-access
-    if isinstance(element, dict) and all(isinstance(k, str) for k in element):
-        return [], dict(element)
-    if isinstance(element, (tuple, list)):
-        return list(element), {}
-    return [element], {}
+    from . import loops
+    return loops._append_infeed_element([], infeed._dequeue())  # pylint: disable=protected-access

@@ -21,7 +21,7 @@ import tensorflow as tf
 from ipu_emulator import record, system
 from ipu_emulator.costs import StageCost
 from ipu_emulator.schedules import PipelineConfigurationError
-from . import graph_costs, shards
+from . import graph_costs, replication, shards
 
 _logger = logging.getLogger("ipu_emulator")
 
@@ -55,25 +55,13 @@ def pipelines_of(program) -> List[PipelineBuild]:
 # --- checks at the first run ---------------------------------------------------------
 
 
-def _shard_count_error(num_ipus, num_shards):
-    return tf.errors.InternalError(
-        None, None,
-        "Trying to compile a graph for an IPU device with %d IPUs and %d shards. The number "
-        "of shards needs to divide the number of IPUs." % (num_ipus, num_shards))
-
-
-def replication_factor(program) -> int:
-    """IPUs of the program's device over its shards (the backend's implicit replication)."""
-    num_ipus = system.device(program.device_ordinal).num_ipus
-    return max(1, num_ipus // shards.num_shards(program))
-
-
 def check_first_run(program) -> None:
     """The compiler's checks: shards against the device, pipeline counts against schedules."""
     num_ipus = system.device(program.device_ordinal).num_ipus
     num_shards = shards.num_shards(program)
-    if num_ipus % num_shards != 0:
-        raise _shard_count_error(num_ipus, num_shards)
+    mismatch = replication.shard_mismatch_message(num_ipus, num_shards)
+    if mismatch:
+        raise tf.errors.InternalError(None, None, mismatch)
     if num_ipus // num_shards > 1:
         _logger.info("Automatically replicating the TensorFlow model by a factor of %d.",
                      num_ipus // num_shards)
@@ -192,4 +180,4 @@ def _pipeline_stages(program, build: PipelineBuild):
 
 
 __all__ = ["PipelineBuild", "register_pipeline", "pipelines_of", "check_first_run",
-           "check_session", "complete_run", "replication_factor", "synthetic_data"]
+           "check_session", "complete_run", "synthetic_data"]

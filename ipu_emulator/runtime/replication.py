@@ -69,20 +69,12 @@ def _replica_context(build, replica):
         _state.build, _state.replica = previous
 
 
-def current_replica() -> Optional[int]:
-    """Index of the replica being built (None outside a replicated build)."""
-    return _active()[1]
-
-
 # --- the replication rule ------------------------------------------------------------
 
 def num_shards_for(max_shard_index: Optional[int]) -> int:
     """Shards a program occupies: the next power of two above its highest shard index."""
-    needed = 1 if max_shard_index is None else max_shard_index + 1
-    shards = 1
-    while shards < needed:
-        shards *= 2
-    return shards
+    from . import shards
+    return shards.next_power_of_two(1 if max_shard_index is None else max_shard_index + 1)
 
 
 def replication_factor(num_ipus: int, num_shards: int) -> int:
