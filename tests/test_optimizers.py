@@ -145,3 +145,14 @@ def test_contrib_era_names_resolve():
         assert modern.GradientAccumulationOptimizerV2 is optimizers.GradientAccumulationOptimizerV2
     finally:
         importer.uninstall()
+
+
+def test_accumulator_dtype_accepts_a_numpy_type_like_the_pipeline():
+    import numpy as np
+    from ipu_emulator.ipu.gradient_accumulation import accumulator_dtype
+    with tf.Graph().as_default():
+        var = tf.compat.v1.Variable(tf.zeros([2]), use_resource=True)
+        assert accumulator_dtype(None, var) == tf.float32
+        assert accumulator_dtype(np.float16, var) == tf.float16
+        assert accumulator_dtype(tf.float16, var) == tf.float16
+        assert accumulator_dtype(lambda v: tf.float16, var) == tf.float16

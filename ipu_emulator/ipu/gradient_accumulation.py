@@ -9,6 +9,23 @@ in the SDK, re-exported by ``ipu.optimizers``).
 """
 import enum
 
+import tensorflow as tf
+
+
+def accumulator_dtype(dtype, variable):
+    """The accumulator type for ``variable`` when asked for ``dtype`` (the optimizers' and
+    pipelines' ``dtype``/``gradient_accumulation_dtype``): None means the variable's own
+    type; otherwise a type (DType, NumPy type, name) or a function of the variable."""
+    if dtype is None:
+        return variable.dtype.base_dtype
+    # NumPy scalar types are callable too: try the value as a type before calling it.
+    try:
+        return tf.as_dtype(dtype)
+    except TypeError:
+        if not callable(dtype):
+            raise
+    return tf.as_dtype(dtype(variable))
+
 
 class GradientAccumulationReductionMethod(enum.Enum):
     SUM = 0

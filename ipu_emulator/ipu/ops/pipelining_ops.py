@@ -55,7 +55,8 @@ from tensorflow.python.util import nest
 
 from ipu_emulator import record, system
 from ipu_emulator.ipu import ipu_infeed_queue, ipu_outfeed_queue
-from ipu_emulator.ipu.gradient_accumulation import GradientAccumulationReductionMethod
+from ipu_emulator.ipu.gradient_accumulation import (GradientAccumulationReductionMethod,
+                                                   accumulator_dtype)
 from ipu_emulator.runtime import graph_costs, model_parallel, programs, shards
 
 _logger = logging.getLogger("ipu_emulator")
@@ -557,16 +558,7 @@ class _PipelineBuilder:
         return shards.shard_context(_stage_ipus(self.device_mapping[stage]))
 
     def _accumulation_dtype(self, variable):
-        dtype = self.accumulation_dtype
-        if dtype is None:
-            return variable.dtype.base_dtype
-        # NumPy scalar types are callable too: try the value as a type before calling it.
-        try:
-            return tf.as_dtype(dtype)
-        except TypeError:
-            if not callable(dtype):
-                raise
-        return tf.as_dtype(dtype(variable))
+        return accumulator_dtype(self.accumulation_dtype, variable)
 
     def _train(self, counter, args, kwargs, last_outputs):
         last = len(self.stages) - 1

@@ -17,7 +17,8 @@ The optimizer must be used inside an on-device loop whose iteration count is a m
 """
 import tensorflow as tf
 
-from ipu_emulator.ipu.gradient_accumulation import GradientAccumulationReductionMethod
+from ipu_emulator.ipu.gradient_accumulation import (GradientAccumulationReductionMethod,
+                                                   accumulator_dtype)
 from ipu_emulator.runtime import programs
 from .cross_replica_optimizer import CrossReplicaOptimizer
 from .ipu_optimizer import IpuOptimizer
@@ -128,10 +129,7 @@ class GradientAccumulationOptimizerV2(IpuOptimizer):
     def _accumulator(self, var):
         key = id(var)
         if key not in self._accumulators:
-            dtype = self._accumulation_dtype
-            if callable(dtype) and not isinstance(dtype, tf.DType):
-                dtype = dtype(var)
-            dtype = tf.as_dtype(dtype) if dtype is not None else var.dtype.base_dtype
+            dtype = accumulator_dtype(self._accumulation_dtype, var)
             self._accumulators[key] = tf.compat.v1.Variable(
                 tf.zeros(var.shape, dtype), trainable=False, use_resource=True,
                 name="%s/%s/accumulator" % (var.op.name, self.get_name()))
