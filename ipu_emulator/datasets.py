@@ -1,4 +1,4 @@
-"""MNIST and Fashion-MNIST loaders that also work offline.
+"""MNIST, Fashion-MNIST, CIFAR-10 and CIFAR-100 loaders that also work offline.
 
     from ipu_emulator.datasets import mnist
     (x_train, y_train), (x_test, y_test) = mnist.load_data()   # Keras shapes and dtypes
@@ -11,11 +11,15 @@ The environment variable IPU_EMULATOR_DATA picks where the data comes from:
     full    the real data set only: Keras cache or download; errors propagate
     sample  the bundled sample only; never touches the network or the Keras cache
 
-There is no bundled Fashion-MNIST: its sample is the MNIST digits sample. Whenever the sample
+There is no bundled Fashion-MNIST: its sample is the MNIST digits sample. No package ships
+CIFAR, so its sample is generated here (deterministically, no network): 5,000 train / 1,000
+test 32x32 RGB images of class-coloured stripes and noise, with Keras's shapes and dtypes, so
+CIFAR models build and learn something, but the images are not photographs. Whenever a sample
 stands in, a one-line SampleDataWarning says so (once per process and data set).
 
-`patch_keras_datasets()` routes tf.keras.datasets.{mnist,fashion_mnist}.load_data (legacy
-Keras, i.e. tf_keras) through these loaders so that unmodified tutorial scripts run offline.
+`patch_keras_datasets()` routes tf.keras.datasets.{mnist,fashion_mnist,cifar10,cifar100}
+.load_data (legacy Keras, i.e. tf_keras) through these loaders so that unmodified tutorial
+scripts run offline.
 
 Only numpy is imported here; TensorFlow loads only when a download is attempted or Keras
 is patched.
@@ -26,6 +30,7 @@ import importlib
 import importlib.resources
 import os
 import pathlib
+import pickle
 import socket
 import sys
 import types
@@ -46,6 +51,15 @@ _FASHION_MNIST_FILES = {
     "y_test": "t10k-labels-idx1-ubyte.gz",
     "x_test": "t10k-images-idx3-ubyte.gz",
 }
+# Keras's CIFAR cache: the extracted folder (its files, in Keras's order) next to the archive.
+_CIFAR_FILES = {
+    "cifar10": ("cifar-10-batches-py", ["data_batch_%d" % i for i in range(1, 6)],
+                ["test_batch"]),
+    "cifar100": ("cifar-100-python", ["train"], ["test"]),
+}
+# The generated CIFAR stand-in: sizes and the seed that makes it the same on every machine.
+CIFAR_SAMPLE_SIZES = (5000, 1000)
+_CIFAR_SAMPLE_SEED = 1234
 # Keras downloads to ~/.keras, or here when ~/.keras is not writable (tf_keras get_file).
 _KERAS_FALLBACK_BASE = os.path.join("/tmp", ".keras")
 # IDX type codes (http://yann.lecun.com/exdb/mnist/, "THE IDX FILE FORMAT"); big-endian.
@@ -53,11 +67,12 @@ _IDX_DTYPES = {0x08: "u1", 0x09: "i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x
 
 
 class SampleDataWarning(UserWarning):
-    """The bundled MNIST sample is being used instead of the requested full data set."""
+    """A small sample is being used instead of the requested full data set."""
 
 
 # In-process state. Arrays are cached and handed out as copies, so callers may edit them.
 _sample_arrays = None
+_cifar_samples = {}          # (data set name, label mode) -> generated stand-in arrays
 _real_arrays = {}            # (data set name, loader arguments...) -> arrays
 _failed_downloads = set()    # data sets whose auto-mode download failed: don't wait again
 _warned = set()              # data sets whose sample warning was shown
@@ -102,8 +117,41 @@ def _fashion_mnist_load_data(cache_dir=None):
     )
 
 
-_mnist_load_data._ipu_emulator_loader = True
-_fashion_mnist_load_data._ipu_emulator_loader = True
+def _cifar10_load_data(cache_dir=None):
+    """Loads CIFAR-10 as `(x_train, y_train), (x_test, y_test)`: uint8 (N,32,32,3) images, uint8
+    (N,1) labels. Offline it returns a small generated stand-in and warns; see
+    ipu_emulator.datasets."""
+    return _load_cifar("cifar10", cache_dir, label_key="labels", keras_kwargs={})
+
+
+def _cifar100_load_data(label_mode="fine", cache_dir=None):
+    """Loads CIFAR-100 (`label_mode` "fine": 100 classes, or "coarse": 20) like Keras. Offline
+    it returns a small generated stand-in and warns; see ipu_emulator.datasets."""
+    if label_mode not in ["fine", "coarse"]:
+        # Keras's own check and message.
+        raise ValueError('`label_mode` must be one of `"fine"`, `"coarse"`. '
+                         f"Received: label_mode={label_mode}.")
+    return _load_cifar("cifar100", cache_dir, label_key=label_mode + "_labels",
+                       keras_kwargs={"label_mode": label_mode}, label_mode=label_mode)
+
+
+def _load_cifar(name, cache_dir, label_key, keras_kwargs, label_mode="fine"):
+    folder, train_files, test_files = _CIFAR_FILES[name]
+    relative = [os.path.join(folder, f) for f in train_files + test_files]
+    return _load_data(
+        name,
+        cache_key=(cache_dir, label_key),
+        find_cache=lambda: _find_keras_cache(relative, cache_dir),
+        read_cache=lambda files: _read_cifar_batches(files[:len(train_files)],
+                                                     files[len(train_files):], label_key),
+        download=lambda: _original_keras_loader(name)(cache_dir=cache_dir, **keras_kwargs),
+        sample=lambda: _cifar_sample(name, label_mode),
+    )
+
+
+for _loader in (_mnist_load_data, _fashion_mnist_load_data, _cifar10_load_data,
+                _cifar100_load_data):
+    _loader._ipu_emulator_loader = True
 
 
 def _module_like(name, load_data):
@@ -116,22 +164,26 @@ def _module_like(name, load_data):
 
 mnist = _module_like("mnist", _mnist_load_data)
 fashion_mnist = _module_like("fashion_mnist", _fashion_mnist_load_data)
+cifar10 = _module_like("cifar10", _cifar10_load_data)
+cifar100 = _module_like("cifar100", _cifar100_load_data)
 
 
 # ---------------------------------------------------------------------------------------------
 # Choosing the source
 
-def _load_data(name, cache_key, find_cache, read_cache, download):
+def _load_data(name, cache_key, find_cache, read_cache, download, sample=None):
+    """`sample()` gives the stand-in arrays (default: the bundled MNIST digits)."""
+    sample = sample or _sample
     mode = data_mode()
     if mode == "sample":
-        return _substitute_sample(name, forced=True)
+        return _substitute_sample(name, sample, forced=True)
     try:
         arrays = _load_real(name, cache_key, find_cache, read_cache, download,
                             timeout=AUTO_DOWNLOAD_TIMEOUT_S if mode == "auto" else None)
     except Exception:
         if mode == "full":
             raise
-        return _substitute_sample(name, forced=False)
+        return _substitute_sample(name, sample, forced=False)
     return _copies(arrays)
 
 
@@ -201,13 +253,25 @@ def _sample_resource():
         return pathlib.Path(__file__).parent.joinpath(*_SAMPLE_RESOURCE)
 
 
-def _substitute_sample(name, forced):
-    arrays = _sample()
+def _substitute_sample(name, sample, forced):
+    arrays = sample()
     _warn_once(name, _sample_warning_text(name, forced, n_train=len(arrays[0][0])))
     return _copies(arrays)
 
 
+_CIFAR_TITLES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100"}
+
+
 def _sample_warning_text(name, forced, n_train):
+    if name in _CIFAR_TITLES:
+        title = _CIFAR_TITLES[name]
+        sample = (f"{n_train:,} generated {title}-shaped stand-in images (coloured stripes "
+                  f"and noise, not photographs)")
+        if forced:
+            return (f"ipu_emulator: {MODE_ENV_VAR}=sample and no {title} is bundled, so "
+                    f"{sample} stand in for it.")
+        return (f"ipu_emulator: {title} not available offline; using {sample} "
+                f"(set {MODE_ENV_VAR}=full to require the real data set).")
     sample = f"the bundled sample of {n_train:,} real MNIST digits"
     if name == "fashion_mnist":
         if forced:
@@ -248,8 +312,41 @@ def _clear_caches():
     """Private, for tests: forget loaded arrays and failed downloads."""
     global _sample_arrays
     _sample_arrays = None
+    _cifar_samples.clear()
     _real_arrays.clear()
     _failed_downloads.clear()
+
+
+def _cifar_sample(name, label_mode="fine"):
+    """A deterministic CIFAR-shaped stand-in: images (N,32,32,3) uint8, labels (N,1) uint8.
+
+    Each class has its own colour and stripe direction/frequency, under noise, so a small
+    conv net can learn to tell the classes apart (the loss falls, accuracy beats chance).
+    CIFAR-100's coarse label of a generated fine class c is c // 5 (20 superclasses).
+    """
+    key = (name, label_mode)
+    if key not in _cifar_samples:
+        num_classes = 10 if name == "cifar10" else 100
+        rng = np.random.default_rng(_CIFAR_SAMPLE_SEED + num_classes)
+        colours = rng.uniform(40, 215, size=(num_classes, 3))
+        angles = rng.uniform(0, np.pi, size=num_classes)
+        frequencies = rng.uniform(0.2, 0.8, size=num_classes)
+        rows, cols = np.mgrid[0:32, 0:32]
+        # One (32, 32, 3) picture per class; each image is its class's plus noise.
+        stripes = 40 * np.sin(frequencies[:, None, None] * (
+            np.cos(angles)[:, None, None] * rows + np.sin(angles)[:, None, None] * cols))
+        pictures = (colours[:, None, None, :] + stripes[..., None]).astype(np.float32)
+        splits = []
+        for size in CIFAR_SAMPLE_SIZES:
+            fine = np.arange(size) % num_classes
+            rng.shuffle(fine)
+            noise = rng.standard_normal(size=(size, 32, 32, 3), dtype=np.float32)
+            images = pictures[fine] + 25 * noise
+            labels = fine // 5 if label_mode == "coarse" else fine
+            splits.append((np.clip(images, 0, 255).astype(np.uint8),
+                           labels.astype(np.uint8).reshape(-1, 1)))
+        _cifar_samples[key] = tuple(splits)
+    return _cifar_samples[key]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -278,6 +375,23 @@ def _read_fashion_mnist_gz(paths):
         if images.shape[1:] != (28, 28) or labels.shape != (len(images),):
             raise ValueError(f"Fashion-MNIST {split}: images {images.shape}, labels {labels.shape}")
     return (arrays["x_train"], arrays["y_train"]), (arrays["x_test"], arrays["y_test"])
+
+
+def _read_cifar_batches(train_paths, test_paths, label_key):
+    """Keras's CIFAR arrays from the extracted python-pickle batches of its cache: images
+    (N,32,32,3) uint8 (channels last, Keras's default format), labels (N,1) uint8."""
+    def read(paths):
+        images, labels = [], []
+        for path in paths:
+            with open(path, "rb") as f:
+                batch = pickle.load(f, encoding="bytes")
+            batch = {k.decode("utf8") if isinstance(k, bytes) else k: v
+                     for k, v in batch.items()}
+            images.append(np.asarray(batch["data"], np.uint8).reshape(-1, 3, 32, 32))
+            labels.append(np.asarray(batch[label_key], np.uint8))
+        return (np.concatenate(images).transpose(0, 2, 3, 1),
+                np.concatenate(labels).reshape(-1, 1))
+    return read(train_paths), read(test_paths)
 
 
 def _read_idx(path):
@@ -324,7 +438,8 @@ _KERAS_PUBLIC_MODULES = (
 
 
 def patch_keras_datasets():
-    """Make tf.keras.datasets.{mnist,fashion_mnist}.load_data use these loaders (idempotent).
+    """Make tf.keras.datasets.{mnist,fashion_mnist,cifar10,cifar100}.load_data use these
+    loaders (idempotent).
 
     Covers tf.keras and tf.compat.v1.keras under legacy Keras (tf_keras), however they are
     imported. Each public module re-exports tf_keras.src.datasets.<name>.load_data, and
@@ -334,7 +449,9 @@ def patch_keras_datasets():
     """
     importlib.import_module("tf_keras")  # not installed: let the ImportError say so
     for name, replacement in (("mnist", mnist.load_data),
-                              ("fashion_mnist", fashion_mnist.load_data)):
+                              ("fashion_mnist", fashion_mnist.load_data),
+                              ("cifar10", cifar10.load_data),
+                              ("cifar100", cifar100.load_data)):
         original = _original_keras_loader(name)
         for template in _KERAS_PUBLIC_MODULES:
             with contextlib.suppress(ImportError):  # the api layout varies between versions

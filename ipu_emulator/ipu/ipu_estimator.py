@@ -347,11 +347,12 @@ class _IPUEstimatorBase:
 
         graph = self._new_graph()
         with graph.as_default():
-            global_step = self._create_global_step()
-            infeed = self._make_infeed(input_fn, ModeKeys.TRAIN)
-            program = self._build_train(infeed, global_step)
-            utils.move_variable_initialization_to_cpu()
-            checkpoints.build()
+            with support.tf1_control_flow():
+                global_step = self._create_global_step()
+                infeed = self._make_infeed(input_fn, ModeKeys.TRAIN)
+                program = self._build_train(infeed, global_step)
+                utils.move_variable_initialization_to_cpu()
+                checkpoints.build()
             hook_runner = support.HookRunner(hooks + list(program.spec.training_hooks))
             hook_runner.begin()
             with self._session(graph) as session:
@@ -473,13 +474,15 @@ class _IPUEstimatorBase:
         checkpoints = support.Checkpoints(self.model_dir, self._config)
         graph = self._new_graph()
         with graph.as_default():
-            global_step = self._create_global_step()
-            infeed = self._make_infeed(input_fn, mode)
-            outfeed = ipu_outfeed_queue.IPUOutfeedQueue()
-            evaluating = mode == ModeKeys.EVAL
-            program = (self._build_eval if evaluating else self._build_predict)(infeed, outfeed)
-            utils.move_variable_initialization_to_cpu()
-            checkpoints.build()
+            with support.tf1_control_flow():
+                global_step = self._create_global_step()
+                infeed = self._make_infeed(input_fn, mode)
+                outfeed = ipu_outfeed_queue.IPUOutfeedQueue()
+                evaluating = mode == ModeKeys.EVAL
+                program = (self._build_eval if evaluating
+                           else self._build_predict)(infeed, outfeed)
+                utils.move_variable_initialization_to_cpu()
+                checkpoints.build()
             spec_hooks = (program.spec.evaluation_hooks if evaluating
                           else program.spec.prediction_hooks)
             hook_runner = support.HookRunner(hooks + list(spec_hooks))

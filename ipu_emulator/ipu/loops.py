@@ -11,7 +11,10 @@ previous outputs first, then the next element of an infeed queue.
 
 The emulator builds one TensorFlow while loop (``parallel_iterations=1``, as on the IPU)
 whose body dequeues from the infeed, and carries a hidden trip counter so each engine run
-records how many iterations it really made.
+records how many iterations it really made.  The body is built in the name scope the loop
+was called from, not TensorFlow's ``while/``: variables created in it (Keras layers name
+theirs after the name scope) get the names the SDK gives them, so a checkpoint saved by a
+looped program restores into an unlooped one and back.
 """
 import inspect
 import numbers
@@ -53,6 +56,8 @@ def while_loop(condition, body, inputs=None, infeed_queue=None, maximum_iteratio
         loop_vars = loop_vars * replicated.num_ipus
     static_iterations = (int(maximum_iterations)
                          if isinstance(maximum_iterations, numbers.Integral) else None)
+    graph = tf.compat.v1.get_default_graph()
+    enclosing_scope = graph.get_name_scope()
 
     def loop_condition(trip_count, *carried):
         del trip_count
@@ -73,7 +78,8 @@ def while_loop(condition, body, inputs=None, infeed_queue=None, maximum_iteratio
         return tensors, operations
 
     def loop_body(trip_count, *carried):
-        with programs.loop_body(static_iterations):
+        with enclosing_name_scope(graph, enclosing_scope), \
+                programs.loop_body(static_iterations):
             if replicated is None:
                 tensors, operations = one_replica(carried)
             else:
@@ -101,6 +107,12 @@ def while_loop(condition, body, inputs=None, infeed_queue=None, maximum_iteratio
     if len(carried) == 1:
         return carried[0]
     return carried
+
+
+def enclosing_name_scope(graph, scope):
+    """Re-enter name scope ``scope`` (e.g. from inside a while loop's ``while/`` scope); ""
+    is the top level.  Op names stay unique: the graph numbers clashes as usual."""
+    return graph.name_scope(scope + "/" if scope else "")
 
 
 def _as_input_list(inputs):
