@@ -39,6 +39,9 @@ class CompiledProgram:
     other_replica_ops: set = field(default_factory=set)
     all_reduce_bytes: int = 0
     replication_errors: list = field(default_factory=list)
+    # Built before ``configure_ipu_system``: the device it runs on is known only at its
+    # first run, as when the SDK compiles a program then (replication.device_mismatch_message).
+    built_before_configure: bool = False
     # Gradient accumulation optimizers: mini-batches per weight update, and for the
     # compile-time check (num_mini_batches, inside a loop?, loop's static iteration count).
     gradient_accumulation_count: int = 1

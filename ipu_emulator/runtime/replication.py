@@ -117,7 +117,12 @@ OUTFEED_REPLICATION_MISMATCH = (
 def device_mismatch_message(program) -> Optional[str]:
     """Checked at a program's first run: was it built for the device it now runs on?"""
     from ipu_emulator import system
-    built = getattr(program, "num_ipus", 1)
+    from . import shards
+    built = program.num_ipus
+    if program.built_before_configure:
+        # Its shards were placed without knowing the device: it needs their power of two
+        # times the replicas it was built with (the feeds' declared factor, else one).
+        built = shards.num_shards(program) * program.replication_factor
     now = system.device(program.device_ordinal).num_ipus
     if getattr(program, "replicas_from_feeds", False):
         message = feed_mismatch_message(program, now)
@@ -591,6 +596,7 @@ def start(program, ordinal: Optional[int]) -> Optional[ReplicatedBuild]:
             if device.ordinal == ordinal:
                 num_ipus = device.num_ipus
     elif ordinal is not None:
+        program.built_before_configure = True
         declared = _declared_by_graph.get(program.graph)
         if declared:
             num_ipus, replicas_from_feeds = max(declared), True

@@ -158,7 +158,10 @@ def replica_device(device):
 
 
 def cpu_offset(ordinal):
-    """Index of the first CPU device that stands for ``/device:IPU:{ordinal}``."""
+    """Index of the first CPU device that stands for ``/device:IPU:{ordinal}`` (0 before
+    the system is configured: then only the first device's layout is known)."""
+    if not system.is_configured():
+        return 0
     offset = 0
     for device in system.current().devices:
         if device.ordinal < ordinal:
@@ -172,7 +175,14 @@ def cpu_device(ordinal, shard):
     A shard beyond the device's IPUs is a compile error the backend reports at the
     program's first run (``check_first_run``); until then its ops share the device's IPUs
     (``shard % num_ipus``) so that, for example, the variable initialisers still run.
+    Before the system is configured the device's size is unknown (scripts often build
+    first and configure just before opening the session, which is fine on an IPU system
+    because the program is compiled at its first run), so each shard gets its own device;
+    sessions are then given as many CPU devices as the graph's ops name
+    (``required_cpu_devices``).
     """
+    if not system.is_configured():
+        return "/device:CPU:%d" % shard
     try:
         size = system.device(ordinal).num_ipus
     except Exception:  # pylint: disable=broad-except  (unknown ordinal: reported at run)
@@ -180,11 +190,29 @@ def cpu_device(ordinal, shard):
     return "/device:CPU:%d" % (cpu_offset(ordinal) + shard % max(1, size))
 
 
-def required_cpu_devices():
-    """CPU devices a session needs so every IPU of the configured system has its own."""
-    if not system.is_configured():
-        return 1
-    return max(1, sum(device.num_ipus for device in system.current().devices))
+def required_cpu_devices(graph=None):
+    """CPU devices a session needs: one per IPU of the configured system, and at least as
+    many as the IPU programs of ``graph`` were placed on (built before configuring)."""
+    configured = 0
+    if system.is_configured():
+        configured = sum(device.num_ipus for device in system.current().devices)
+    return max(1, configured, _highest_program_cpu(graph) + 1)
+
+
+def _highest_program_cpu(graph):
+    """Highest CPU device index an op of the graph's compiled programs is placed on."""
+    from . import programs
+    registry = programs.existing_registry(graph) if graph is not None else None
+    if registry is None:
+        return -1
+    highest = -1
+    programs_in_graph = {id(p): p for p in registry.program_by_fetch.values()}.values()
+    for program in programs_in_graph:
+        for op in program.new_ops:
+            match = _CPU_DEVICE.search(op.device or "")
+            if match:
+                highest = max(highest, int(match.group(1)))
+    return highest
 
 
 def device_function(ordinal):
@@ -230,7 +258,9 @@ def _config_with_cpus(config, needed):
 
 @functools.wraps(_original_init)
 def _init(self, target="", graph=None, config=None):
-    _original_init(self, target, graph, _config_with_cpus(config, required_cpu_devices()))
+    needed = required_cpu_devices(graph if graph is not None
+                                  else tf.compat.v1.get_default_graph())
+    _original_init(self, target, graph, _config_with_cpus(config, needed))
 
 
 def install():
