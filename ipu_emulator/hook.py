@@ -91,7 +91,7 @@ def activate(tf1: bool = False) -> None:
     if _activated:
         return
     from ipu_emulator import importer
-    importer.install()
+    importer.install_keras()  # also makes tensorflow.python.keras legacy Keras, once TF loads
     finder = _PrepareOnFirstUse(tf1)
     sys.meta_path.insert(0, finder)
     _activated.append(finder)

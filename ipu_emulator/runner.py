@@ -1,7 +1,8 @@
 """``python -m ipu_emulator run [--tf1] script.py ARGS...``: run an unmodified IPU script.
 
 Before the script starts, the runner
-* makes ``tensorflow.python.ipu`` and ``tensorflow.contrib.ipu`` resolve to the emulator,
+* makes ``tensorflow.python.ipu`` and ``tensorflow.contrib.ipu`` resolve to the emulator
+  (and ``tensorflow.python.keras`` to legacy Keras, the Keras of the SDK's TensorFlow),
 * with ``--tf1``, switches TensorFlow to TF 1.15-style graph mode (the SDK's TF1 flavour)
   and, with ``--seed``, seeds the graph, NumPy and Python for reproducible runs,
 * routes ``tf.keras.datasets.mnist``/``fashion_mnist`` through ``ipu_emulator.datasets`` so
@@ -41,6 +42,7 @@ def prepare(tf1: bool = False, seed: int | None = None) -> None:
     from ipu_emulator import importer, datasets
     importer.install()
     import tensorflow as tf
+    importer.install_keras()  # tensorflow.python.keras -> legacy Keras, as in the SDK's TF
     if tf1:
         tf.compat.v1.disable_v2_behavior()
     if seed is not None:

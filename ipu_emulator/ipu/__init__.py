@@ -30,6 +30,26 @@ from . import ipu_run_config
 from . import ipu_estimator
 from . import ipu_pipeline_estimator
 from . import ipu_strategy
+from . import unemulated as _unemulated
+
+# The SDK's ``ipu.ops`` modules are also attributes of ``ipu`` (``ipu.rand_ops.dropout``),
+# and so are the optimizer modules (SDK 1.x kept them there: ``ipu.sharded_optimizer``).
+from .ops import (  # noqa: E402
+    embedding_ops, functional_ops, internal_ops, math_ops, nn_ops, normalization_ops,
+    rand_ops, replication_ops)
+from .ops.functional_ops import outlined_function  # noqa: E402
+from .optimizers import (  # noqa: E402
+    cross_replica_optimizer, gradient_accumulation_optimizer, ipu_optimizer,
+    map_gradient_optimizer, sharded_optimizer)
+
+# Stub-only SDK modules (horovod, serving, f8_ops...): created here, bound on their packages;
+# those under ``ops`` and ``optimizers`` are re-exported on ``ipu`` like the real ones.
+_unemulated.register()
+for _name in _unemulated.MODULES:
+    _package, _, _module = _name.rpartition(".")
+    if _package in ("ops", "optimizers"):
+        globals()[_module] = getattr(globals()[_package], _module)
+del _name, _package, _module
 
 _session_hook.install()
 _shards.install()  # sessions get one CPU device per configured IPU (real shard placement)
@@ -37,4 +57,10 @@ _shards.install()  # sessions get one CPU device per configured IPU (real shard 
 __all__ = ["config", "utils", "scopes", "sharding", "ipu_compiler", "loops", "ipu_infeed_queue",
            "ipu_outfeed_queue", "ops", "pipelining_ops", "ipu_run_config", "ipu_estimator",
            "ipu_pipeline_estimator", "ipu_strategy",
-           "cross_replica_ops", "gradient_accumulation", "optimizers"]
+           "cross_replica_ops", "gradient_accumulation", "optimizers", "embedding_ops",
+           "functional_ops", "internal_ops", "math_ops", "nn_ops", "normalization_ops",
+           "rand_ops", "replication_ops", "outlined_function", "cross_replica_optimizer",
+           "gradient_accumulation_optimizer", "ipu_optimizer", "map_gradient_optimizer",
+           "sharded_optimizer"] + sorted(
+               {name.rpartition(".")[2] for name in _unemulated.MODULES
+                if name.count(".") == 0 or name.startswith(("ops.", "optimizers."))})

@@ -3,8 +3,21 @@
 ``extensions``    the methods added to those models (``set_gradient_accumulation_options``,
                   ``set_infeed_queue_options``, ...) and the rules ``compile``/``fit`` follow
 ``data_adapter`` the checks the IPU makes on the data given to ``fit``/``evaluate``/``predict``
+``layers``        the SDK 2.x ``ipu.keras.layers`` (``Dropout``, ``Embedding``, ``LayerNorm``
+                  emulated; the rest are stubs)
+``losses``, ``optimizers`` (SDK 2.x) are stub modules made by ``ipu.unemulated``.
 """
+import importlib
+
 from . import data_adapter
 from . import extensions
 
-__all__ = ["data_adapter", "extensions"]
+__all__ = ["data_adapter", "extensions", "layers"]
+
+
+def __getattr__(name):
+    # ``layers`` builds on tf.keras: loaded on first use, so importing the IPU API stays
+    # as quick as it was for scripts that never touch IPU Keras layers.
+    if name == "layers":
+        return importlib.import_module(__name__ + ".layers")
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))

@@ -12,7 +12,22 @@ from ipu_emulator.ipu import (  # noqa: F401
 # ``tensorflow.contrib.ipu.CrossReplicaOptimizer``).
 from . import gradient_accumulation_optimizer, ipu_optimizer, popops_cross_replica_sum  # noqa: F401
 from .ipu_optimizer import CrossReplicaOptimizer  # noqa: F401
+# 0.9.x module names of what later became ``ipu.ops.*`` (``ipu.poprand.dropout``...).
+from ipu_emulator.ipu.ops import (  # noqa: F401
+    embedding_ops as popnn_embedding, internal_ops as internal,
+    normalization_ops as popnn_normalization, rand_ops as poprand, rnn_ops as popnn_rnn)
+from ipu_emulator.ipu import autoshard, autoshard_cnn, sharded_optimizer, sharding  # noqa: F401
 
 logging.getLogger("ipu_emulator").warning(
     "tensorflow.contrib.ipu has been moved to tensorflow.python.ipu.  This namespace will "
     "be removed in September 2019")
+
+
+def __getattr__(name):
+    # From 0.9.44 the package re-exported all of ``tensorflow.python.ipu``; names that
+    # module does not have still raise AttributeError (ImportError for ``from ... import``).
+    import ipu_emulator.ipu
+    try:
+        return getattr(ipu_emulator.ipu, name)
+    except AttributeError:
+        raise AttributeError("module %r has no attribute %r" % (__name__, name)) from None

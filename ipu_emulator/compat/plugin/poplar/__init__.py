@@ -1,0 +1,1 @@
+"""``tensorflow.compiler.plugin.poplar``: only its ``ops`` package is provided."""

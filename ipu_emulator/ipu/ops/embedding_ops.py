@@ -1,0 +1,29 @@
+"""``ipu.embedding_ops``: embedding lookups.
+
+``embedding_lookup`` is a gather (the IPU splits the table over tiles, ``serialization_factor``
+splits the work in time; neither changes the result).  Host embeddings, tables kept in host
+memory and streamed to the IPU, are not emulated.
+"""
+import tensorflow as tf
+
+from ipu_emulator.compat import unsupported
+
+_SDK = "tensorflow.python.ipu.embedding_ops"
+
+
+def embedding_lookup(params, ids, name=None, serialization_factor=1):
+    """Rows ``ids`` of ``params`` (``tf.gather`` on axis 0)."""
+    if serialization_factor < 1:
+        raise ValueError("serialization_factor has to be at least 1, but was {}.".format(
+            serialization_factor))
+    return tf.gather(params, ids, name=name)
+
+
+globals().update(unsupported.stubs(_SDK, [
+    "HostEmbedding", "HostEmbeddingOptimizerSpec", "SGDHostEmbeddingOptimizerSpec",
+    "AdamHostEmbeddingOptimizerSpec", "HostEmbeddingScope", "create_host_embedding"],
+    feature="host embeddings (%s)" % _SDK))
+
+__all__ = ["embedding_lookup", "HostEmbedding", "HostEmbeddingOptimizerSpec",
+           "SGDHostEmbeddingOptimizerSpec", "AdamHostEmbeddingOptimizerSpec",
+           "HostEmbeddingScope", "create_host_embedding"]
