@@ -47,6 +47,14 @@ class EstimatorSpec(collections.namedtuple("EstimatorSpec", [
             tuple(evaluation_hooks or ()), tuple(prediction_hooks or ()))
 
 
+_HOOK_NAMES = (
+    "SessionRunHook", "SessionRunArgs", "SessionRunContext", "SessionRunValues",
+    "CheckpointSaverListener", "CheckpointSaverHook", "FeedFnHook", "FinalOpsHook",
+    "GlobalStepWaiterHook", "LoggingTensorHook", "NanLossDuringTrainingError", "NanTensorHook",
+    "ProfilerHook", "SecondOrStepTimer", "StepCounterHook", "StopAtStepHook",
+    "SummarySaverHook")
+
+
 def namespace():
     """A module-like object standing in for ``tf.estimator``."""
     import tensorflow as tf  # lazy: importing this module must stay cheap
@@ -57,9 +65,9 @@ def namespace():
     estimator.ModeKeys = ModeKeys
     estimator.EstimatorSpec = EstimatorSpec
     estimator.RunConfig = ipu_run_config.RunConfig
-    estimator.SessionRunHook = tf.compat.v1.train.SessionRunHook
-    estimator.SessionRunArgs = tf.compat.v1.train.SessionRunArgs
-    estimator.CheckpointSaverListener = tf.compat.v1.train.CheckpointSaverListener
+    # The session-run hooks tf.estimator re-exported from tf.compat.v1.train.
+    for name in _HOOK_NAMES:
+        setattr(estimator, name, getattr(tf.compat.v1.train, name))
     return estimator
 
 

@@ -87,11 +87,90 @@ def check_listeners(listeners):
     return listeners
 
 
-class HookRunner:
-    """Drives ``SessionRunHook``s around each engine run, as a monitored session would."""
+def tap_loop_tensors(hooks, program_outputs):
+    """Make the loop-body tensors that logging hooks ask for fetchable.
 
-    def __init__(self, hooks):
+    A tensor inside an on-device loop cannot be fetched by ``Session.run`` (nor on the IPU:
+    the loop runs on the device).  For each such tensor a ``LoggingTensorHook`` names, a
+    host variable takes its value every iteration, and reading it after
+    ``program_outputs`` gives the value from the last iteration of the engine run.
+    Returns ``{tensor name: host tensor}`` for :class:`HookRunner`.
+    """
+    graph = tf.compat.v1.get_default_graph()
+    taps = {}
+    for hook in hooks:
+        wanted = getattr(hook, "_tensors", None)  # LoggingTensorHook and its subclasses
+        if not isinstance(wanted, dict):
+            continue
+        for tensor in wanted.values():
+            try:
+                tensor = _as_graph_tensor(graph, tensor)
+            except (KeyError, ValueError, TypeError):
+                continue  # the hook itself reports names the graph lacks, in begin()
+            if tensor.name not in taps:
+                tap = _last_iteration_value(tensor, program_outputs)
+                if tap is not None:
+                    taps[tensor.name] = tap
+    return taps
+
+
+def _as_graph_tensor(graph, tensor):
+    # LoggingTensorHook's rule: a name without ":" means output 0.
+    if isinstance(tensor, str) and ":" not in tensor:
+        tensor += ":0"
+    element = graph.as_graph_element(tensor)
+    if not isinstance(element, tf.Tensor):
+        raise TypeError("not a tensor: {}".format(tensor))
+    return element
+
+
+def _last_iteration_value(tensor, program_outputs):
+    """A host tensor holding ``tensor``'s value from the last iteration of its loop, or None
+    when ``tensor`` is fetchable as it is (or not in a plain loop body)."""
+    context = tensor.op._get_control_flow_context()  # pylint: disable=protected-access
+    if context is None or context.GetWhileContext() is not context:
+        return None  # outside any loop, or inside a cond (not tapped)
+    graph = tensor.graph
+    next_iterations = [op for op in graph.get_operations() if op.type == "NextIteration"
+                       and op._get_control_flow_context() is context]  # pylint: disable=protected-access
+    if not next_iterations:
+        return None
+    with tf.init_scope(), tf.device("/device:CPU:0"):
+        holder = tf.compat.v1.Variable(
+            tf.zeros([], tensor.dtype), trainable=False, use_resource=True,
+            shape=tf.TensorShape(None), validate_shape=False,
+            collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES],
+            name="hook_tap_" + tensor.op.name.replace("/", "_"))
+    previous = graph._get_control_flow_context()  # pylint: disable=protected-access
+    graph._set_control_flow_context(context)  # pylint: disable=protected-access
+    try:
+        store = holder.assign(tensor, read_value=False)
+    finally:
+        graph._set_control_flow_context(previous)  # pylint: disable=protected-access
+    # The loop's next iteration (and so its exit) waits for the store: every iteration runs it.
+    next_iterations[0]._add_control_input(store)  # pylint: disable=protected-access
+    with tf.device("/device:CPU:0"), tf.control_dependencies(
+            [t for t in tf.nest.flatten(program_outputs)
+             if isinstance(t, (tf.Tensor, tf.Operation))]):
+        return holder.read_value()
+
+
+class HookRunner:
+    """Drives ``SessionRunHook``s around each engine run, as a monitored session would.
+
+    ``taps`` (from :func:`tap_loop_tensors`) stand in for loop-body tensors the hooks fetch.
+    """
+
+    def __init__(self, hooks, taps=None):
         self.hooks = list(hooks)
+        self.taps = dict(taps or {})
+
+    def _tapped(self, fetches):
+        if not self.taps:
+            return fetches
+        return tf.nest.map_structure(
+            lambda f: self.taps.get(getattr(f, "name", None), f) if isinstance(f, tf.Tensor)
+            else f, fetches)
 
     def begin(self):
         for hook in self.hooks:
@@ -112,7 +191,8 @@ class HookRunner:
         for request in requests:
             if request is not None and request.feed_dict:
                 feed_dict.update(request.feed_dict)
-        hook_fetches = [request.fetches if request is not None else [] for request in requests]
+        hook_fetches = [self._tapped(request.fetches) if request is not None else []
+                        for request in requests]
         results, hook_results = session.run((fetches, hook_fetches), feed_dict=feed_dict or None)
         for hook, hook_result in zip(self.hooks, hook_results):
             hook.after_run(context, tf.compat.v1.train.SessionRunValues(

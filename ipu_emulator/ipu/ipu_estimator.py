@@ -351,9 +351,11 @@ class _IPUEstimatorBase:
                 global_step = self._create_global_step()
                 infeed = self._make_infeed(input_fn, ModeKeys.TRAIN)
                 program = self._build_train(infeed, global_step)
+                all_hooks = hooks + list(program.spec.training_hooks)
+                taps = support.tap_loop_tensors(all_hooks, program.fetch)
                 utils.move_variable_initialization_to_cpu()
                 checkpoints.build()
-            hook_runner = support.HookRunner(hooks + list(program.spec.training_hooks))
+            hook_runner = support.HookRunner(all_hooks, taps)
             hook_runner.begin()
             with self._session(graph) as session:
                 step = self._start_training(session, checkpoints)
@@ -481,11 +483,13 @@ class _IPUEstimatorBase:
                 evaluating = mode == ModeKeys.EVAL
                 program = (self._build_eval if evaluating
                            else self._build_predict)(infeed, outfeed)
+                spec_hooks = (program.spec.evaluation_hooks if evaluating
+                              else program.spec.prediction_hooks)
+                all_hooks = hooks + list(spec_hooks)
+                taps = support.tap_loop_tensors(all_hooks, program.fetch)
                 utils.move_variable_initialization_to_cpu()
                 checkpoints.build()
-            spec_hooks = (program.spec.evaluation_hooks if evaluating
-                          else program.spec.prediction_hooks)
-            hook_runner = support.HookRunner(hooks + list(spec_hooks))
+            hook_runner = support.HookRunner(all_hooks, taps)
             hook_runner.begin()
             with self._session(graph) as session:
                 self._restore_or_initialize(session, checkpoints, checkpoint_path,

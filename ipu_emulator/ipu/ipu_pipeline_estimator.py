@@ -23,6 +23,7 @@ The training loss the estimator reports is the mean loss per micro-batch: the pi
 outfeeds the loss summed over each pass, which the host divides by the accumulation count.
 """
 import collections
+import functools
 
 import numpy as np
 import tensorflow as tf
@@ -30,7 +31,7 @@ from tensorflow.python.util import nest
 
 from ipu_emulator.compat.estimator import ModeKeys
 from . import estimator_support as support
-from . import ipu_outfeed_queue
+from . import ipu_outfeed_queue, loops
 from .gradient_accumulation import GradientAccumulationReductionMethod
 from .ipu_estimator import _IPUEstimatorBase, _Program, _verify_model_fn_args, merge_loop_dims
 from .ops import pipelining_ops
@@ -134,8 +135,12 @@ class IPUPipelineEstimator(_IPUEstimatorBase):
     def _pipeline(self, spec, infeed, outfeed, name, stages=None, **overrides):
         kwargs = dict(spec.pipeline_op_kwargs)
         kwargs.update(overrides)
+        graph = tf.compat.v1.get_default_graph()
+        scope = graph.get_name_scope()
+        stages = [_in_name_scope(stage, graph, scope)
+                  for stage in (stages or spec.computational_stages)]
         return pipelining_ops.pipeline(
-            computational_stages=list(stages or spec.computational_stages),
+            computational_stages=stages,
             gradient_accumulation_count=spec.gradient_accumulation_count,
             repeat_count=self._iterations_per_loop // spec.gradient_accumulation_count,
             infeed_queue=infeed, outfeed_queue=outfeed, device_mapping=spec.device_mapping,
@@ -196,6 +201,17 @@ class IPUPipelineEstimator(_IPUEstimatorBase):
         with tf.device("/device:CPU:0"):
             program.dequeue = outfeed.dequeue()
         return program
+
+
+def _in_name_scope(stage, graph, scope):
+    """``stage`` built in name scope ``scope`` rather than inside the pipeline's loop scopes,
+    as ``loops`` builds loop bodies: the variables get the names an ``IPUEstimator`` gives
+    them, and a tensor a stage names (e.g. for a ``LoggingTensorHook``) keeps that name."""
+    @functools.wraps(stage)
+    def stage_in_scope(*args, **kwargs):
+        with loops.enclosing_name_scope(graph, scope):
+            return stage(*args, **kwargs)
+    return stage_in_scope
 
 
 def _returning_predictions(last_stage):
