@@ -25,7 +25,8 @@ def hard_sigmoid(x, name=None):
 
 def swish(x, name=None):
     """``x * sigmoid(x)``."""
-    return tf.nn.silu(x, name=name)
+    with tf.name_scope(name or "swish"):
+        return tf.nn.silu(x)
 
 
 def multi_conv(func=None, options=None):
