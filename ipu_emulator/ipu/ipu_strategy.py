@@ -67,11 +67,13 @@ class IPUStrategyV1(tf.distribute.OneDeviceStrategy):
             return super().run(fn, args=args, kwargs=kwargs, options=options)
         if not tf2_programs.is_function(fn):
             raise ValueError(_EAGER_RUN_MESSAGE)
-        _check_no_float64(nest.flatten((args, kwargs)), "input")
         fn = tf2_programs.without_xla(fn)
 
         def one_engine_run(*call_args, **call_kwargs):
-            info = tf2_programs.program_info(fn, call_args, call_kwargs, check=_check_outputs)
+            # Checked, traced and costed once per signature; later calls look it up.
+            info = tf2_programs.program_info(fn, call_args, call_kwargs,
+                                             check_inputs=_check_inputs,
+                                             check_outputs=_check_outputs)
             return tf2_programs.execute(info, lambda: fn(*call_args, **call_kwargs),
                                         inputs=(call_args, call_kwargs))
 
@@ -115,6 +117,10 @@ def _check_no_float64(values, kind):
             is_double = False
         if is_double:
             raise TypeError("Unsupported data type for {}: float64".format(kind))
+
+
+def _check_inputs(flat_arguments):
+    _check_no_float64(flat_arguments, "input")
 
 
 def _check_outputs(concrete):

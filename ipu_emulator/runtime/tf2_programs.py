@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 import weakref
 
+import numpy as np
 import tensorflow as tf
 from tensorflow.python.eager.polymorphic_function import polymorphic_function
 from tensorflow.python.util import nest
@@ -206,28 +207,36 @@ _programs: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _signature_key(args, kwargs):
+    """Tensors and arrays by shape and dtype, anything else by identity.  Runs on every
+    call, so it reads only cached attributes (a ``TensorShape`` hashes as the tuple of its
+    dimensions, and TensorFlow and NumPy name their dtypes alike)."""
     key = []
     for item in nest.flatten((args, kwargs)):
-        if isinstance(item, (tf.Tensor, tf.Variable)) or hasattr(item, "__array__"):
+        if isinstance(item, (tf.Tensor, tf.Variable, np.ndarray)):
+            key.append((item.shape, item.dtype.name))
+        elif hasattr(item, "__array__"):  # other array-likes, NumPy scalars
             key.append((tuple(getattr(item, "shape", ())), str(getattr(item, "dtype", ""))))
         else:
             key.append(id(item))
     return tuple(key)
 
 
-def program_info(fn, args, kwargs, check=None, key=None):
-    """The ``_ProgramInfo`` of ``fn`` for these arguments, tracing it (without running) and
-    calling ``check(concrete_function)`` the first time this signature (or ``key``) is seen."""
+def program_info(fn, args, kwargs, check_inputs=None, check_outputs=None, key=None):
+    """The ``_ProgramInfo`` of ``fn`` for these arguments.  The first time this signature (or
+    ``key``) is seen: ``check_inputs(flat_arguments)``, then trace ``fn`` (without running
+    it), ``check_outputs(concrete_function)`` and cost it.  Later calls only look it up."""
     per_function = _programs.get(fn)
     if per_function is None:
         per_function = _programs[fn] = {}
     key = _signature_key(args, kwargs) if key is None else key
     info = per_function.get(key)
     if info is None:
+        if check_inputs is not None:
+            check_inputs(nest.flatten((args, kwargs)))
         concrete = (fn if isinstance(fn, tf.types.experimental.ConcreteFunction)
                     else fn.get_concrete_function(*args, **kwargs))
-        if check is not None:
-            check(concrete)
+        if check_outputs is not None:
+            check_outputs(concrete)
         info = per_function[key] = _ProgramInfo(_function_name(fn), function_cost(concrete),
                                                 getattr(concrete.graph, _FEEDS_ATTR, ()))
     return info
