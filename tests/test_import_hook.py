@@ -69,6 +69,31 @@ def test_with_the_hook_plain_python_imports_the_sdk_names_and_writes_reports(tmp
     assert "engine runs" in (report_dir / profiling.SUMMARY_FILE).read_text()
 
 
+def test_with_the_hook_tensorflow_python_keras_is_legacy_keras_and_offline(tmp_path):
+    # The hook is active before TensorFlow loads: the name is taken over once it has.
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    hook.install_hook(str(site_dir))
+    program = textwrap.dedent("""
+        import site, sys
+        site.addsitedir(sys.argv[1])
+        import tensorflow as tf
+        import tf_keras
+        from tensorflow.python import keras
+        from tensorflow.python.keras import layers
+        from tensorflow.python.keras.datasets import mnist
+        assert keras is tf_keras and layers.Dense is tf.keras.layers.Dense
+        (x, y), _ = mnist.load_data()
+        print("mnist", x.shape)
+    """)
+    environment = dict(os.environ, PYTHONPATH=REPO, IPU_EMULATOR_DATA="sample")
+    done = subprocess.run([sys.executable, "-c", program, str(site_dir)], env=environment,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "mnist (4000, 28, 28)" in done.stdout
+    assert "bundled sample" in done.stderr
+
+
 @pytest.mark.parametrize("text, expected", [
     ('{"autoReport.all":"true","autoReport.directory":"./r"}', profiling.ReportRequest("./r")),
     ('{"autoReport.outputExecutionProfile":"true"}', profiling.ReportRequest(".")),

@@ -95,3 +95,35 @@ def test_not_installed_means_stock_tensorflow():
     assert importer._FINDER not in sys.meta_path
     with pytest.raises(ImportError):
         importlib.import_module("tensorflow.contrib")
+
+
+def test_tensorflow_python_keras_is_legacy_keras_until_uninstalled():
+    import tf_keras
+    own = sys.modules["tensorflow.python.keras"]  # TensorFlow's internal copy
+    assert own is not tf_keras
+    importer.install_keras()
+    try:
+        from tensorflow.python import keras
+        from tensorflow.python.keras.optimizer_v2 import gradient_descent
+        import tensorflow.python.keras.engine.training as training
+        assert keras is tf_keras
+        assert gradient_descent.SGD is tf_keras.optimizers.legacy.SGD  # OptimizerV2, as then
+        assert training.Model is tf_keras.Model
+    finally:
+        importer.uninstall()
+    assert sys.modules["tensorflow.python.keras"] is own
+    assert sys.modules["tensorflow.python"].keras is own
+    assert "tensorflow.python.keras.optimizer_v2.gradient_descent" in sys.modules
+    assert sys.modules["tensorflow.python.keras.optimizer_v2.gradient_descent"].__name__ == (
+        "tensorflow.python.keras.optimizer_v2.gradient_descent")
+
+
+def test_contrib_era_module_names_resolve(installed):
+    from tensorflow.contrib.ipu import poprand, popnn_rnn, sharding
+    import tensorflow.contrib.ipu.popnn_normalization as popnn_normalization
+    assert poprand is ipu_emulator.ipu.ops.rand_ops
+    assert popnn_rnn is ipu_emulator.ipu.ops.rnn_ops
+    assert sharding is ipu_emulator.ipu.sharding
+    assert popnn_normalization is ipu_emulator.ipu.ops.normalization_ops
+    with pytest.raises(ImportError):
+        from tensorflow.contrib.ipu import no_such_module  # noqa: F401
