@@ -442,7 +442,18 @@ def move_variable_initialization_to_cpu(graph=None):
     return None
 
 
-__all__ = [
+# SDK 1.x-2.x read profiling reports from an event trace (``gen_ipu_ops.ipu_event_trace``)
+# with these helpers; the emulator writes its traces through POPLAR_ENGINE_OPTIONS instead.
+# Data-export helpers likewise.  They import, and raise NotImplementedError when called.
+_NOT_EMULATED = [
+    "extract_all_strings_from_event_trace", "extract_all_types_from_event_trace",
+    "extract_all_events", "extract_all_io_events", "extract_compile_reports",
+    "extract_execute_reports", "extract_poplar_serialized_graphs",
+    "get_memory_size_from_events", "export_dataset_to_file", "export_inputs_to_file"]
+from ipu_emulator.compat import unsupported  # noqa: E402
+globals().update(unsupported.stubs("tensorflow.python.ipu.utils", _NOT_EMULATED))
+
+__all__ = _NOT_EMULATED + [
     "IPUConfig", "IpuOptions", "SelectionOrder", "ExecutionProfileType",
     "DeviceConnectionType", "MergeRemoteBuffersBehaviour", "SchedulingAlgorithm",
     "StochasticRoundingBehaviour", "get_ipu_config", "configure_ipu_system",
