@@ -9,9 +9,12 @@ meta-path finder maps those names onto ``ipu_emulator`` modules:
     tensorflow.contrib.ipu      ->  ipu_emulator.compat.contrib.ipu
     tensorflow.contrib.ipu.X    ->  ipu_emulator.ipu.X
 
-    tensorflow.python.ipu.X (a re-export, e.g. rand_ops)  ->  the module ``ipu.X`` is
     tensorflow.compiler.plugin[.X]  ->  ipu_emulator.compat.plugin[.X]  (gen_*_ops stubs)
     tensorflow.python.keras[.X]     ->  tf_keras[.X] (else tf_keras.src.X): see below
+
+When ``ipu_emulator.ipu.X`` is not a module file but a module the package re-exports (as the
+SDK's ``ipu`` re-exports ``ipu.ops.rand_ops`` as ``ipu.rand_ops``), the name resolves to that
+module, so ``import tensorflow.python.ipu.rand_ops`` works as well as attribute access.
 
 ``python -m ipu_emulator run`` installs it before running a script; ``install()`` does the
 same in any process.
@@ -156,7 +159,8 @@ def uninstall():
 
     The emulator's modules stay loaded under their real names; only the aliases
     (``sys.modules["tensorflow.python.ipu"]``, ``tensorflow.contrib``...) go, so after this
-    ``import tensorflow.python.ipu`` fails again as it does on stock TensorFlow.
+    ``import tensorflow.python.ipu`` fails again as it does on stock TensorFlow, and
+    ``tensorflow.python.keras`` is TensorFlow's own package again.
     """
     if _FINDER in sys.meta_path:
         sys.meta_path.remove(_FINDER)
@@ -212,7 +216,7 @@ def _restore_tensorflow_keras():
         return
     sys.modules.update(_saved_keras)
     python = sys.modules.get("tensorflow.python")
-    if python is not None:
+    if python is not None and "tensorflow.python.keras" in _saved_keras:
         python.keras = _saved_keras["tensorflow.python.keras"]
     _saved_keras.clear()
 

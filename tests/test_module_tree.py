@@ -100,6 +100,8 @@ def test_every_mapped_module_imports_under_the_runner_machinery():
     (nn_ops, "ctc_loss_v2", "tensorflow.python.ipu.nn_ops.ctc_loss_v2"),
     (embedding_ops, "create_host_embedding", "host embeddings"),
     (ipu.keras.layers, "GroupNorm", "tensorflow.python.ipu.keras.layers.GroupNorm"),
+    (ipu.utils, "extract_all_strings_from_event_trace",
+     "tensorflow.python.ipu.utils.extract_all_strings_from_event_trace"),
 ])
 def test_unemulated_names_import_and_raise_only_when_used(module, name, feature):
     stub = getattr(module, name)
@@ -260,6 +262,18 @@ def test_outlined_function_and_multi_conv_return_the_functions_values(sess):
 
     assert sess.run([double(tf.constant(3.0)), add(tf.constant(1.0), tf.constant(2.0))]) == [
         6.0, 3.0]
+
+
+def test_ipu_keras_layers_are_keras_layers_with_the_sdk_arguments(sess):
+    embedding = ipu.keras.layers.Embedding(4, 2, serialization_factor=2,
+                                           embeddings_initializer="ones")
+    normalised = ipu.keras.layers.LayerNorm(epsilon=1e-3)(tf.constant([[1.0, 3.0]]))
+    assert isinstance(embedding, tf.keras.layers.Embedding)
+    assert ipu.keras.layers.Dropout is tf.keras.layers.Dropout
+    looked_up = embedding(tf.constant([1, 3]))
+    sess.run(tf.compat.v1.global_variables_initializer())
+    np.testing.assert_array_equal(sess.run(looked_up), np.ones((2, 2)))
+    np.testing.assert_allclose(sess.run(normalised), [[-1.0, 1.0]], atol=1e-3)
 
 
 def test_map_gradient_and_sharded_optimizers_train(sess):
