@@ -153,3 +153,71 @@ def test_three_stages_configured_last_are_refused_as_by_the_sdk(tmp_path):
     assert result.returncode != 0
     assert ("FailedPreconditionError: Unsupported number of IPUs requested - could not find "
             "an IPU device with 3 IPUs") in result.stderr
+
+
+@pytest.mark.parametrize("step", ["2", "3"], ids=["sharded", "pipelined"])
+def test_extra_ipus_replicate_a_program_built_before_configuring(tmp_path, step):
+    # Two IPUs' worth of stages on four IPUs: the device replicates the program twice,
+    # decided at its first run, exactly as when the IPUs were configured first.
+    args = ["--step", step, "--replicas", "2"]
+    last, lanes = losses_and_lanes(tmp_path, *args)
+    first, _ = losses_and_lanes(tmp_path, *args, "--configure-first")
+    assert last == first
+    assert lanes == ["IPU0", "IPU1", "IPU2", "IPU3"]
+
+
+# --- replicas decided at the first run, in process -----------------------------------------
+
+def train_replicated_keras_pipeline(configure_first):
+    """Two stages of Keras layers made inside the stages, on a 4-IPU device (2 replicas)."""
+    from ipu_emulator.runtime import replication
+    with tf.Graph().as_default():
+        if configure_first:
+            configure_ipus(4)
+        tf.compat.v1.set_random_seed(1)
+        x = np.random.RandomState(0).randn(64, 6).astype(np.float32)
+        y = (np.arange(64) % 3).astype(np.int32)
+        data = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(4, drop_remainder=True)
+        infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(data)
+        outfeed = ipu.ipu_outfeed_queue.IPUOutfeedQueue()
+
+        def first(features, labels):
+            return tf.keras.layers.Dense(5, activation="relu")(features), labels
+
+        def second(hidden, labels):
+            logits = tf.keras.layers.Dense(3)(hidden)
+            return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                labels=labels, logits=logits))
+
+        def optimizer(loss):
+            return ipu.pipelining_ops.OptimizerFunctionOutput(
+                ipu.optimizers.CrossReplicaOptimizer(
+                    tf.compat.v1.train.GradientDescentOptimizer(0.1)), loss)
+
+        def model():
+            return ipu.pipelining_ops.pipeline(
+                [first, second], 4, repeat_count=2, infeed_queue=infeed,
+                outfeed_queue=outfeed, optimizer_function=optimizer, outfeed_loss=True)
+
+        with ipu.scopes.ipu_scope("/device:IPU:0"):
+            run = ipu.ipu_compiler.compile(model)
+        read_losses = outfeed.dequeue()
+        if not configure_first:
+            configure_ipus(4)
+        [kernel] = [v for v in tf.compat.v1.trainable_variables() if "kernel" in v.op.name][:1]
+        with tf.compat.v1.Session() as sess:
+            sess.run([tf.compat.v1.global_variables_initializer(), infeed.initializer])
+            before = sess.run(kernel)
+            sess.run(run)
+            return before, sess.run(read_losses), replication.replica_values(sess, kernel)
+
+
+def test_a_pipeline_built_before_configuring_gets_its_replicas_at_the_first_run():
+    before, losses, replicas = train_replicated_keras_pipeline(configure_first=False)
+    assert losses.shape == (8, 2)  # 4 micro-batches x repeat 2, each for 2 replicas
+    assert len(replicas) == 2
+    np.testing.assert_array_equal(replicas[0], replicas[1])  # both started from the host's
+    assert not np.allclose(replicas[0], before)  # weights and stayed together
+    expected = train_replicated_keras_pipeline(configure_first=True)
+    np.testing.assert_array_equal(losses, expected[1])
+    np.testing.assert_array_equal(replicas[0], expected[2][0])

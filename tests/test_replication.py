@@ -269,15 +269,20 @@ def test_hardware_refuses_three_ipus_with_the_sdk_message():
         cfg.configure_ipu_system()
 
 
-def test_program_built_before_a_multi_ipu_configuration_is_refused_at_first_run(graph):
-    infeed, run, _ = sum_and_difference_program(iterations=2)
+def test_program_built_for_another_device_is_built_again_at_its_first_run(graph):
     configure(2)
+    infeed, run, dequeue = sum_and_difference_program(iterations=2)  # 2 replicas
+    configure(1)
+    initialize_feed = infeed.initializer  # an infeed gives its initializer only once
     with tf.compat.v1.Session() as sess:
-        sess.run(infeed.initializer)
-        with pytest.raises(tf.errors.FailedPreconditionError) as error:
-            sess.run(run)
-    assert error.value.message == replication.BUILT_FOR_OTHER_DEVICE.format(
-        built=1, ordinal=0, now=2)
+        sess.run(initialize_feed)
+        sess.run(run)
+        assert sess.run(dequeue)["d1"].shape == (2, 3)  # one replica: no replica axis
+    configure(4)
+    with tf.compat.v1.Session() as sess:
+        sess.run(initialize_feed)
+        sess.run(run)
+        assert sess.run(dequeue)["d1"].shape == (2, 4, 3)
 
 
 def test_replication_rule():

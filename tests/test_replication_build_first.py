@@ -122,16 +122,16 @@ def test_a_declared_factor_without_any_configuration_is_refused(graph):
             sess.run(run)
 
 
-def test_undeclared_feeds_on_a_bigger_device_still_say_what_to_change(graph):
-    infeed, run, _ = build_sum_program(1, 1)
+def test_undeclared_feeds_let_the_device_decide_the_replicas_at_the_first_run(graph):
+    # SDK 2.1 and later ignore the feeds' factor: the program compiled at its first run
+    # takes the device's IPUs over its shards, whenever the system was configured.
+    infeed, run, dequeue = build_sum_program(1, 1)
     configure_old_style(2)
-    with tf.compat.v1.Session() as sess:
-        sess.run(infeed.initializer)
-        with pytest.raises(tf.errors.FailedPreconditionError) as error:
-            sess.run(run)
-    assert error.value.message == replication.BUILT_FOR_OTHER_DEVICE.format(
-        built=1, ordinal=0, now=2)
-    assert "replication_factor" in error.value.message
+    result, [engine_run] = run_once(infeed, run, dequeue)
+    assert result["d1"].shape == (5, 2, 3)
+    taken = np.arange(10, dtype=np.float32).reshape(5, 2)
+    np.testing.assert_array_equal(result["d1"][..., 0], 3 * taken)
+    assert (engine_run.num_ipus, engine_run.replicas) == (2, 2)
 
 
 @pytest.mark.parametrize("configure_first", [False, True])

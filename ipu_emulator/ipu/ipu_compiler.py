@@ -11,7 +11,7 @@ convention, and registers the program so each ``sess.run`` is recorded as an eng
 import tensorflow as tf
 from tensorflow.python.util import nest
 
-from ipu_emulator.runtime import programs, replication
+from ipu_emulator.runtime import programs, replication, variable_creations
 from . import scopes
 
 _NOT_PLACED_MESSAGE = (
@@ -38,8 +38,19 @@ def compile(computation, inputs=None):  # pylint: disable=redefined-builtin
 
     flat_inputs = [tf.convert_to_tensor(x) for x in nest.flatten(inputs)]
     packed_inputs = nest.pack_sequence_as(inputs, flat_inputs)
-    graph = tf.compat.v1.get_default_graph()
     ordinal = scopes.current_ipu_ordinal()
+    creations = variable_creations.VariableCreations()
+    with tf.compat.v1.variable_creator_scope(creations.recording_creator()):
+        program, result = _build_program(computation, packed_inputs, flat_inputs, ordinal)
+    if ordinal is not None:
+        program.rebuild = _rebuilder(program, result, _Recipe(
+            computation, packed_inputs, flat_inputs, ordinal, creations))
+    return result
+
+
+def _build_program(computation, packed_inputs, flat_inputs, ordinal):
+    """Build ``computation`` into the default graph as one registered program."""
+    graph = tf.compat.v1.get_default_graph()
     program = programs.CompiledProgram(
         name=programs.new_program_name(), graph=graph,
         device_ordinal=ordinal if ordinal is not None else 0,
@@ -58,12 +69,59 @@ def compile(computation, inputs=None):  # pylint: disable=redefined-builtin
     _reject_estimator_spec(outputs)
 
     result = _apply_return_convention(outputs, program)
-    fetchables = [result] if isinstance(result, tf.Operation) else nest.flatten(result)
+    fetchables = _fetchables(result)
     program.output_tensors = [t for t in fetchables if isinstance(t, tf.Tensor)]
     reg = programs.registry(graph)
     for item in fetchables:
         reg.program_by_fetch[item.name] = program
-    return result
+    return program, result
+
+
+def _fetchables(result):
+    return [result] if isinstance(result, tf.Operation) else nest.flatten(result)
+
+
+class _Recipe:
+    """What ``compile`` was called with, and where: enough to build the program again."""
+
+    def __init__(self, computation, packed_inputs, flat_inputs, ordinal, creations):
+        graph = tf.compat.v1.get_default_graph()
+        self.computation, self.packed_inputs, self.flat_inputs = (
+            computation, packed_inputs, flat_inputs)
+        self.ordinal, self.creations = ordinal, creations
+        self.name_scope = graph.get_name_scope()
+        self.variable_scope = tf.compat.v1.get_variable_scope()
+
+
+def _rebuilder(program, result, recipe):
+    """``program.rebuild``: build the computation again, where and as ``compile`` built it,
+    for the device configured now (runtime/late_compile.py decides when).  The new build is
+    handed the variables the first one created, so weights, optimizer state and
+    checkpoints stay the user's; outfeeds are enqueued anew and their dequeues rebuilt.
+    Returns the new program and ``{old fetch name: new fetch}``."""
+    graph = program.graph
+
+    def rebuild():
+        taken = [(outfeed, outfeed._take_graph_queue(graph))  # pylint: disable=protected-access
+                 for outfeed in program.outfeeds]
+        scope = recipe.name_scope
+        with graph.as_default(), scopes.ipu_scope("/device:IPU:%d" % recipe.ordinal), \
+                graph.name_scope(scope + "/" if scope else None), \
+                tf.compat.v1.variable_scope(recipe.variable_scope,
+                                            reuse=tf.compat.v1.AUTO_REUSE,
+                                            auxiliary_name_scope=False), \
+                tf.compat.v1.variable_creator_scope(
+                    recipe.creations.replay().reusing_creator()):
+            new_program, new_result = _build_program(
+                recipe.computation, recipe.packed_inputs, recipe.flat_inputs, recipe.ordinal)
+        replaced = {old.name: new
+                    for old, new in zip(_fetchables(result), _fetchables(new_result))}
+        with graph.as_default():
+            for outfeed, old_queue in taken:
+                replaced.update(outfeed._rebuild_dequeues(graph, old_queue))  # pylint: disable=protected-access
+        new_program.rebuild = _rebuilder(new_program, new_result, recipe)
+        return new_program, replaced
+    return rebuild
 
 
 def _compile_eagerly(computation, inputs):
@@ -142,7 +200,10 @@ def _to_tensor(value):
 
 def _group_program(program, operations):
     """One op that runs everything the computation built (its sinks at top level)."""
-    sinks = _top_level_sinks(program.new_ops)
+    # A late build's replica copies are set from the weights once per session
+    # (late_compile), never by their own initialisers.
+    copy_initializers = {copy.initializer for copy, _ in program.late_copies}
+    sinks = [op for op in _top_level_sinks(program.new_ops) if op not in copy_initializers]
     return tf.group(*(list(operations) + sinks), name="output_0")
 
 

@@ -137,7 +137,27 @@ class IPUOutfeedQueue:
         for value in values:
             reg.outfeed_by_dequeue[value.name] = self
             reg.outfeed_by_dequeue[value.op.name] = self
+        graph_queue.dequeues.append(list(values))
         return nest.pack_sequence_as(graph_queue.structure, list(values))
+
+    # A program compiled again at its first run (runtime/late_compile.py) enqueues anew,
+    # perhaps with a replica axis: its queue replaces the old one, and every dequeue built
+    # from the old queue is built again from the new one.
+    def _take_graph_queue(self, graph):
+        return self._queues.pop(graph, None)
+
+    def _rebuild_dequeues(self, graph, old_queue):
+        """``{old dequeue tensor name: new dequeue tensor}`` after a rebuild."""
+        if old_queue is None:
+            return {}
+        if graph not in self._queues:  # the new build did not enqueue: keep the old queue
+            self._queues[graph] = old_queue
+            return {}
+        replaced = {}
+        for old_values in old_queue.dequeues:
+            new_values = nest.flatten(self.dequeue())
+            replaced.update((old.name, new) for old, new in zip(old_values, new_values))
+        return replaced
 
     def __iter__(self):
         """TF2, eager, ALL mode: one element per enqueue since the last dequeue."""
@@ -168,3 +188,4 @@ class _GraphQueue:
         self.queue = queue
         self.structure = structure
         self.flat = flat
+        self.dequeues = []  # the flat results of every dequeue() built from this queue

@@ -39,9 +39,17 @@ class CompiledProgram:
     other_replica_ops: set = field(default_factory=set)
     all_reduce_bytes: int = 0
     replication_errors: list = field(default_factory=list)
-    # Built before ``configure_ipu_system``: the device it runs on is known only at its
-    # first run, as when the SDK compiles a program then (replication.device_mismatch_message).
-    built_before_configure: bool = False
+    # Built before the system was configured, with the replicas its feeds declared (SDK
+    # 2.0 and earlier): checked against the device at the first run, never rebuilt.
+    replicas_from_feeds: bool = False
+    # Compiling at the first run (late_compile.py): ``rebuild`` builds the same computation
+    # again for the device as configured now and returns (program, {old fetch name: new
+    # fetch}); ``replaced_by`` is that program.  A late build's replica copies, and any
+    # variable it made anew, are set once per session by ``late_initializer``.
+    rebuild: object = None
+    replaced_by: object = None
+    late_copies: list = field(default_factory=list)
+    late_initializer: object = None
     # Gradient accumulation optimizers: mini-batches per weight update, and for the
     # compile-time check (num_mini_batches, inside a loop?, loop's static iteration count).
     gradient_accumulation_count: int = 1
@@ -65,6 +73,8 @@ class GraphRegistry:
         self.infeed_by_initializer: Dict[str, object] = {}
         self.outfeed_by_dequeue: Dict[str, object] = {}
         self.infeed_by_deleter: Dict[str, object] = {}
+        # Fetches of programs compiled again at their first run -> what replaced them.
+        self.replaced_fetches: Dict[str, object] = {}
 
     def is_empty(self) -> bool:
         return not (self.program_by_fetch or self.infeed_by_initializer

@@ -12,12 +12,13 @@ The emulator builds the copies into the one TensorFlow graph, so they really run
   step (a collective needs every replica's value of the same iteration).  A program without
   a loop is built ``R`` times as a whole.  Replica 0 is built first, with the user's own
   variables; only then is ``R`` known (``N`` divided by the shards replica 0 used).
-* **Built before the system is configured.**  Scripts for the ``tensorflow.contrib.ipu``
-  API (SDK 2.0 and earlier) often build the graph first and configure the IPUs just before
-  opening the session; there the feeds' ``replication_factor`` argument told the program
-  how many replicas it would have.  When nothing is configured yet at ``compile`` time, the
-  emulator takes ``R`` from the program's feeds the same way, and at the first run checks
-  it against the device's ``N / shards``, with the SDK's mismatch error.
+* **Built before the system is configured.**  Scripts often build the graph first and
+  configure the IPUs just before opening the session.  Such a program is built again for
+  its device at its first run when that device gives it other replicas (``late_compile``).
+  Scripts for the ``tensorflow.contrib.ipu`` API (SDK 2.0 and earlier) declared the count
+  with the feeds' ``replication_factor`` argument instead: a program built before the
+  system is configured takes ``R`` from its feeds, and at its first run the device's
+  ``N / shards`` must agree, else the SDK's mismatch error.
 * **Replica-local variables.**  While replica ``r > 0`` is built, every resource variable it
   touches is swapped for that replica's copy (``BaseResourceVariable.handle`` is redirected),
   so Keras models, ``get_variable`` and optimizer slots all work unchanged.  A copy starts
@@ -50,6 +51,8 @@ from typing import Dict, List, Optional
 import tensorflow as tf
 from tensorflow.python.framework import ops as tf_ops
 from tensorflow.python.ops import gen_resource_variable_ops, resource_variable_ops
+
+from . import variable_creations
 
 _state = threading.local()
 
@@ -92,14 +95,6 @@ def shard_mismatch_message(num_ipus: int, num_shards: int) -> Optional[str]:
             "number of shards needs to divide the number of IPUs." % (num_ipus, num_shards))
 
 
-BUILT_FOR_OTHER_DEVICE = (
-    "This program was built for an IPU device with {built} IPU(s), but /device:IPU:{ordinal} "
-    "now has {now} IPUs. The emulator creates a program's replicas when "
-    "ipu_compiler.compile builds it, so configure the IPU system (configure_ipu_system) "
-    "before building the program, or give the program's IPUInfeedQueue and "
-    "IPUOutfeedQueue the replication_factor this device gives it (its IPUs divided by the "
-    "program's shards).")
-
 # The SDK <= 2.0 backend's errors when a feed's replication_factor is not the program's
 # (IPU_API.md 4.3 and 5.3); the infeed's C format "% d" prints two spaces before the number.
 INFEED_REPLICATION_MISMATCH = (
@@ -115,22 +110,13 @@ OUTFEED_REPLICATION_MISMATCH = (
 
 
 def device_mismatch_message(program) -> Optional[str]:
-    """Checked at a program's first run: was it built for the device it now runs on?"""
+    """Checked at a program's first run: a program whose feeds declared its replicas (SDK
+    2.0 and earlier) must get that many from the device.  Any other program is built again
+    for the device it runs on when that gives it other replicas (``late_compile``)."""
     from ipu_emulator import system
-    from . import shards
-    built = program.num_ipus
-    if program.built_before_configure:
-        # Its shards were placed without knowing the device: it needs their power of two
-        # times the replicas it was built with (the feeds' declared factor, else one).
-        built = shards.num_shards(program) * program.replication_factor
-    now = system.device(program.device_ordinal).num_ipus
-    if getattr(program, "replicas_from_feeds", False):
-        message = feed_mismatch_message(program, now)
-        if message is not None:
-            return message
-    if now == built:
+    if not program.replicas_from_feeds:
         return None
-    return BUILT_FOR_OTHER_DEVICE.format(built=built, ordinal=program.device_ordinal, now=now)
+    return feed_mismatch_message(program, system.device(program.device_ordinal).num_ipus)
 
 
 def feed_mismatch_message(program, num_ipus: int) -> Optional[str]:
@@ -222,10 +208,14 @@ class ReplicatedBuild:
         self.all_reduce_bytes = 0
         self.deferred_errors: List[str] = []
         # While a pipeline builds its replicas (``lock_step``): the variables replica 0
-        # created, by creation key, and how many of each key every other replica has asked
-        # for so far.  See ``_shared_variable``.
-        self.created_by_replica0: Optional[Dict[tuple, list]] = None
-        self.creations_seen: Dict[int, Dict[tuple, int]] = {}
+        # created, and every other replica's walk through them (``_owning_creator``).
+        self.created_by_replica0: Optional[variable_creations.VariableCreations] = None
+        self.replays: Dict[int, variable_creations.Replay] = {}
+        # Built at a program's first run (``late_compile``): the initial weights are already
+        # in replica 0's variables, so each new copy is later set from its variable's value
+        # (``late_copies``) instead of from the variable's initialiser.
+        self.late = bool(getattr(_state, "compiling_late", False))
+        self.late_copies: List[tuple] = []
 
     # -- replication factor ---------------------------------------------------------
 
@@ -264,7 +254,7 @@ class ReplicatedBuild:
             stack.enter_context(_replica_context(self, index))
             if index == 0 and self.created_by_replica0 is not None:
                 stack.enter_context(tf.compat.v1.variable_creator_scope(
-                    self._recording_creator()))
+                    self.created_by_replica0.recording_creator()))
             if index > 0:
                 # get_variable must find replica 0's variables instead of refusing to
                 # create them again; the handles are then swapped for this replica's copies.
@@ -278,35 +268,15 @@ class ReplicatedBuild:
         if index > 0:
             self.other_replica_ops.update(self.graph.get_operations()[first_op:])
 
-    def _recording_creator(self):
-        def creator(next_creator, **kwargs):
-            variable = next_creator(**kwargs)
-            self.created_by_replica0.setdefault(_creation_key(kwargs), []).append(variable)
-            return variable
-        return creator
-
     def _shared_variable(self, index, kwargs):
-        """Replica 0's variable made by the same creation as this one, if any.
-
-        Code that makes its variables anew on every call (Keras layers built inside a
-        pipeline stage) would otherwise give replica ``index`` fresh variables, with fresh
-        random initial values.  Creations are matched by name (as
-        given to the creator, before scoping), dtype and order among those; the variable
-        returned is replica 0's, whose handle this replica redirects to its own copy."""
+        """Replica 0's variable made by the same creation as this one, if any (whose handle
+        this replica redirects to its own copy); see ``variable_creations``."""
         if self.created_by_replica0 is None:
             return None
-        key = _creation_key(kwargs)
-        seen = self.creations_seen.setdefault(index, {})
-        position = seen.get(key, 0)
-        seen[key] = position + 1
-        made = self.created_by_replica0.get(key, [])
-        if position >= len(made):
-            return None
-        shape = kwargs.get("shape")
-        if shape is not None and not tf.TensorShape(shape).is_compatible_with(
-                made[position].shape):
-            return None
-        return made[position]
+        replay = self.replays.get(index)
+        if replay is None:
+            replay = self.replays[index] = self.created_by_replica0.replay()
+        return replay.match(kwargs)
 
     def _owning_creator(self, index):
         def creator(next_creator, **kwargs):
@@ -362,12 +332,13 @@ class ReplicatedBuild:
         self.last_dequeue = {}
         # The replicas of a pipeline share replica 0's variables (each through its own
         # copy), however the stages make them.
-        self.created_by_replica0, self.creations_seen = {}, {}
+        self.created_by_replica0 = variable_creations.VariableCreations()
+        self.replays = {}
         try:
             yield
         finally:
             self.in_step = False
-            self.created_by_replica0, self.creations_seen = None, {}
+            self.created_by_replica0, self.replays = None, {}
 
     def replicate_program(self, build_copy, replica0_outputs):
         """A program without a loop: build the other replicas of the whole computation and
@@ -435,6 +406,9 @@ class ReplicatedBuild:
                 gen_resource_variable_ops.read_variable_op(handle, variable.dtype.base_dtype),
                 trainable=False, collections=[], dtype=variable.dtype.base_dtype,
                 name="replica%d/%s" % (replica, handle.op.name))
+        if self.late:
+            self.late_copies.append((copy, variable))
+            return copy
         master_init = getattr(variable, "_initializer_op", None)
         if master_init is not None:
             # Initialising the variable initialises its copies in the same run, from the
@@ -541,6 +515,7 @@ class ReplicatedBuild:
         program.other_replica_ops = set(self.other_replica_ops)
         program.all_reduce_bytes = self.all_reduce_bytes
         program.replication_errors = list(self.deferred_errors)
+        program.late_copies = list(self.late_copies)
         return outputs
 
     def _has_pipeline(self):
@@ -559,16 +534,6 @@ def _copies_in(graph) -> Dict[str, list]:
     if found is None:
         found = _all_copies[graph] = {}
     return found
-
-
-def _creation_key(kwargs) -> tuple:
-    """What identifies a variable creation across replicas (see ``_shared_variable``)."""
-    dtype = kwargs.get("dtype")
-    try:
-        dtype = None if dtype is None else tf.as_dtype(dtype).name
-    except TypeError:
-        dtype = str(dtype)
-    return (str(kwargs.get("name")), dtype)
 
 
 def _tensor_bytes(tensor) -> int:
@@ -596,7 +561,6 @@ def start(program, ordinal: Optional[int]) -> Optional[ReplicatedBuild]:
             if device.ordinal == ordinal:
                 num_ipus = device.num_ipus
     elif ordinal is not None:
-        program.built_before_configure = True
         declared = _declared_by_graph.get(program.graph)
         if declared:
             num_ipus, replicas_from_feeds = max(declared), True
@@ -654,6 +618,17 @@ def cross_replica(value, mean, replica_group_size=None, name=None):
     if build is None:
         return tf.identity(value, name=name)
     return build.reduction(value, replica, mean, replica_group_size, name)
+
+
+@contextlib.contextmanager
+def compiling_late():
+    """Replicated builds made in this context are a program's late build (see
+    ``late_compile``): their copies are set from the variables' values, not initialisers."""
+    _state.compiling_late = True
+    try:
+        yield
+    finally:
+        _state.compiling_late = False
 
 
 def replica_variables(variable) -> list:

@@ -21,7 +21,7 @@ from tensorflow.python.client import session as tf_session
 from tensorflow.python.util import nest
 
 from ipu_emulator import record
-from . import model_parallel, programs, replication
+from . import late_compile, model_parallel, programs, replication
 
 _INFEED_NOT_CREATED = ("Trying to access an infeed dataset iterator which has not been "
                        "created. Did you initialize the infeed_queue '{}' ?")
@@ -89,6 +89,7 @@ def _run(self, fetches, feed_dict=None, options=None, run_metadata=None):
     found = _classify(self.graph, fetches)
     if found is None:
         return _original_run(self, fetches, feed_dict, options, run_metadata)
+    fetches, found = _compile_for_device(self.graph, fetches, found)
     state = _session_state(self)
 
     for infeed in found.initialized_infeeds:
@@ -98,6 +99,8 @@ def _run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         state["deleted_feeds"].discard(infeed.feed_id)
     for program in found.programs:
         _check_before_run(program, state)
+        if program.late_initializer is not None and not state["program_runs"].get(program.name):
+            _original_run(self, program.late_initializer)
     model_parallel.check_session(self, found.programs)
     for outfeed in found.dequeued_outfeeds:
         if not _outfeed_has_run(outfeed, state) and outfeed.outfeed_mode.value == "all":
@@ -120,6 +123,16 @@ def _run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         state["deleted_feeds"].add(infeed.feed_id)
     _record_runs(found.programs, trip_counts, host_seconds, state)
     return results
+
+
+def _compile_for_device(graph, fetches, found):
+    """Programs built for another device than the one configured now run as built again
+    for it (``late_compile``); the fetches of the old builds are swapped for the new."""
+    replaced = [late_compile.program_for_device(p) is not p for p in found.programs]
+    if not any(replaced) and not programs.registry(graph).replaced_fetches:
+        return fetches, found
+    fetches = late_compile.substitute(graph, fetches)
+    return fetches, _classify(graph, fetches)
 
 
 def _check_before_run(program, state):

@@ -9,6 +9,9 @@ the session (``--configure-first`` moves the configuration to the top, for compa
     --step 3   two pipeline stages written by hand (--schedule picks the schedule)
     --step 4   stages cut from layers found by name at the --splits; as many IPUs as stages
 
+``--replicas N`` asks for N times the IPUs, so the device replicates the program (data
+parallelism, with CrossReplicaOptimizer keeping the replicas' weights the same).
+
 It prints one line per step with the mean loss and ends with ``Elapsed``.
 """
 import argparse
@@ -94,6 +97,7 @@ def parse_args(model_layers):
     parser.add_argument("--splits", nargs="+", default=["dense32"],
                         help="first layer of each later stage, among: "
                         + ", ".join(layer["id"] for layer in model_layers))
+    parser.add_argument("--replicas", type=int, default=1)
     parser.add_argument("--configure-first", action="store_true")
     return parser.parse_args()
 
@@ -101,28 +105,37 @@ def parse_args(model_layers):
 def configure(args):
     config = ipu.config.IPUConfig()
     if args.step == 1:
-        config.auto_select_ipus = 1
+        config.auto_select_ipus = args.replicas
     elif args.step == 4:
-        config.auto_select_ipus = len(args.splits) + 1
+        config.auto_select_ipus = (len(args.splits) + 1) * args.replicas
     else:
-        config.auto_select_ipus = 2
+        config.auto_select_ipus = 2 * args.replicas
     config.selection_order = ipu.utils.SelectionOrder.SNAKE
     config.configure_ipu_system()
 
 
+def data_parallel(args, optimizer):
+    """With replicas, gradients are averaged over them before each update."""
+    if args.replicas > 1:
+        return ipu.optimizers.CrossReplicaOptimizer(optimizer)
+    return optimizer
+
+
 def loop_model(args, infeed, outfeed, shards):
-    """Steps 1 and 2: a repeat loop whose body trains one mini-batch."""
+    """Steps 1 and 2: a repeat loop whose body trains one mini-batch; ``shards(k)`` is the
+    scope of the k-th half of the model."""
     def body(learning_rate, images, labels):
-        with shards[0]:
+        with shards(0):
             r = layer1_flatten(learning_rate, images, labels)
             r = layer2_dense256(*r)
             r = layer3_dense128(*r)
             r = layer4_dense64(*r)
-        with shards[1]:
+        with shards(1):
             r = layer5_dense32(*r)
             r = layer6_logits(*r)
             learning_rate, loss = layer7_cel(*r)
-            optimizer = tf.train.GradientDescentOptimizer(learning_rate=learning_rate)
+            optimizer = data_parallel(args, tf.train.GradientDescentOptimizer(
+                learning_rate=learning_rate))
             optimizer = ipu.optimizers.GradientAccumulationOptimizerV2(
                 optimizer, num_mini_batches=args.batches_to_accumulate)
             train_op = optimizer.minimize(loss=loss)
@@ -145,7 +158,8 @@ def pipelined_model(args, infeed, outfeed, stages):
         return stage
 
     def optimizer_function(learning_rate, loss):
-        optimizer = tf.train.GradientDescentOptimizer(learning_rate=learning_rate)
+        optimizer = data_parallel(args, tf.train.GradientDescentOptimizer(
+            learning_rate=learning_rate))
         return ipu.pipelining_ops.OptimizerFunctionOutput(optimizer, loss)
 
     def model(learning_rate):
@@ -187,10 +201,9 @@ def main():
     outfeed = ipu.ipu_outfeed_queue.IPUOutfeedQueue()
 
     if args.step == 1:
-        model = loop_model(args, infeed, outfeed, [_NoShard(), _NoShard()])
+        model = loop_model(args, infeed, outfeed, lambda index: _NoShard())
     elif args.step == 2:
-        model = loop_model(args, infeed, outfeed,
-                           [ipu.scopes.ipu_shard(0), ipu.scopes.ipu_shard(1)])
+        model = loop_model(args, infeed, outfeed, ipu.scopes.ipu_shard)
     else:
         splits = args.splits if args.step == 4 else ["dense32"]
         stages = cut_into_stages(model_layers, splits)
