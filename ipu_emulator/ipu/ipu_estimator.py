@@ -298,6 +298,21 @@ class _IPUEstimatorBase:
         with tf.device(_HOST_DEVICE), tf.compat.v1.variable_scope("", use_resource=True):
             return tf.compat.v1.train.get_or_create_global_step()
 
+    def _zeros_if_pre_compiling(self, program, global_step=None):
+        """Under ``DeviceConnectionType.PRE_COMPILE`` the SDK compiles the programs without
+        a device, and each execution returns zeros: the program is replaced by zeros of its
+        outputs' shapes (the weights do not change; training still counts its steps)."""
+        if not _pre_compiling(self._config.ipu_run_config.ipu_options):
+            return
+        iterations = self._iterations_per_loop
+        counted = ([] if global_step is None
+                   else [global_step.assign_add(iterations, read_value=False)])
+        with tf.device(_HOST_DEVICE), tf.control_dependencies(counted):
+            program.fetch = _zeros_like(program.fetch, iterations)
+            if program.dequeue is not None:
+                program.dequeue = _zeros_like(program.dequeue, iterations)
+        program.host_fetches = {}  # nothing came back to update host metrics with
+
     def _configure_system(self):
         options = self._config.ipu_run_config.ipu_options
         if options is not None:
@@ -351,6 +366,7 @@ class _IPUEstimatorBase:
                 global_step = self._create_global_step()
                 infeed = self._make_infeed(input_fn, ModeKeys.TRAIN)
                 program = self._build_train(infeed, global_step)
+                self._zeros_if_pre_compiling(program, global_step)
                 all_hooks = hooks + list(program.spec.training_hooks)
                 taps = support.tap_loop_tensors(all_hooks, program.fetch)
                 utils.move_variable_initialization_to_cpu()
@@ -483,6 +499,7 @@ class _IPUEstimatorBase:
                 evaluating = mode == ModeKeys.EVAL
                 program = (self._build_eval if evaluating
                            else self._build_predict)(infeed, outfeed)
+                self._zeros_if_pre_compiling(program)
                 spec_hooks = (program.spec.evaluation_hooks if evaluating
                               else program.spec.prediction_hooks)
                 all_hooks = hooks + list(spec_hooks)
@@ -528,6 +545,31 @@ class _IPUEstimatorBase:
                 if stop:
                     break
             hook_runner.end(session)
+
+
+def _pre_compiling(ipu_options):
+    """True when ``ipu_options`` (an IPUConfig or an old IpuOptions) ask for PRE_COMPILE."""
+    if ipu_options is None:
+        return False
+    if isinstance(ipu_options, ipu_config.IpuOptions):
+        connection = ipu_options.device_connection_type
+    else:
+        connection = ipu_options.device_connection.type
+    return connection == ipu_config.DeviceConnectionType.PRE_COMPILE
+
+
+def _zeros_like(structure, iterations):
+    """Host zeros in place of each tensor of ``structure`` (an op for each op); an unknown
+    leading dimension (the loop iterations of an outfeed) is ``iterations``, others 1."""
+    def zeros(value):
+        if isinstance(value, tf.Operation):
+            return tf.no_op()
+        if value.shape.rank is None:
+            return tf.zeros([], value.dtype)
+        shape = [(iterations if i == 0 else 1) if d is None else d
+                 for i, d in enumerate(value.shape.as_list())]
+        return tf.zeros(shape, value.dtype)
+    return nest.map_structure(zeros, structure)
 
 
 @contextlib.contextmanager

@@ -48,14 +48,22 @@ class IPUPipelineEstimatorSpec(collections.namedtuple("IPUPipelineEstimatorSpec"
     include ``"loss"``.  Other keyword arguments go to ``pipelining_ops.pipeline``.
     """
 
+    # True when made with SDK 1.x's ``pipeline_depth`` (see ``__new__``); a class default so
+    # copies made by ``_replace`` keep SDK 3.x semantics.
+    iterations_count_pipeline_runs = False
+
     def __new__(cls, mode, computational_stages, gradient_accumulation_count=None,
                 eval_metrics_fn=None, optimizer_function=None, device_mapping=None,
                 loss_accumulator_dtype=None, training_hooks=None, evaluation_hooks=None,
                 prediction_hooks=None,
                 reduction_method=GradientAccumulationReductionMethod.SUM,
                 pipeline_depth=None, **pipeline_op_kwargs):
+        # SDK 1.x called it ``pipeline_depth``, and there ``iterations_per_loop`` counted
+        # pipeline runs (each ``pipeline_depth`` micro-batches and one weight update), not
+        # micro-batches as since SDK 2.0.
+        counts_pipeline_runs = gradient_accumulation_count is None and bool(pipeline_depth)
         if gradient_accumulation_count is None:
-            gradient_accumulation_count = pipeline_depth  # its SDK 1.x name
+            gradient_accumulation_count = pipeline_depth
         if not gradient_accumulation_count:
             raise ValueError(
                 "`IPUPipelineEstimatorSpec` must contain `gradient_accumulation_count`")
@@ -69,11 +77,18 @@ class IPUPipelineEstimatorSpec(collections.namedtuple("IPUPipelineEstimatorSpec"
             # The estimator decides how the outfeed is used (it accumulates the loss).
             raise ValueError("`accumulate_outfeed` cannot be set in "
                              "`IPUPipelineEstimatorSpec`: the IPUPipelineEstimator sets it")
-        return super().__new__(
+        spec = super().__new__(
             cls, mode, computational_stages, gradient_accumulation_count, eval_metrics_fn,
             optimizer_function, device_mapping, loss_accumulator_dtype,
             tuple(training_hooks or ()), tuple(evaluation_hooks or ()),
             tuple(prediction_hooks or ()), reduction_method, pipeline_op_kwargs)
+        spec.iterations_count_pipeline_runs = counts_pipeline_runs
+        return spec
+
+    @property
+    def pipeline_depth(self):
+        """SDK 1.x's name for ``gradient_accumulation_count``."""
+        return self.gradient_accumulation_count
 
 
 class IPUPipelineEstimator(_IPUEstimatorBase):
@@ -113,14 +128,16 @@ class IPUPipelineEstimator(_IPUEstimatorBase):
     def _check_against_run_config(self, spec):
         ipl = self._iterations_per_loop
         gac = spec.gradient_accumulation_count
-        if ipl < gac:
-            raise ValueError(
-                "`IPURunConfig.iterations_per_loop` (got {}) cannot be less than "
-                "`gradient_accumulation_count` (got {})".format(ipl, gac))
-        if ipl % gac != 0:
-            raise ValueError(
-                "`IPURunConfig.iterations_per_loop` (got {}) must be divisible by "
-                "`gradient_accumulation_count` (got {})".format(ipl, gac))
+        # SDK 1.x's pipeline_depth: iterations_per_loop is any number of pipeline runs.
+        if not spec.iterations_count_pipeline_runs:
+            if ipl < gac:
+                raise ValueError(
+                    "`IPURunConfig.iterations_per_loop` (got {}) cannot be less than "
+                    "`gradient_accumulation_count` (got {})".format(ipl, gac))
+            if ipl % gac != 0:
+                raise ValueError(
+                    "`IPURunConfig.iterations_per_loop` (got {}) must be divisible by "
+                    "`gradient_accumulation_count` (got {})".format(ipl, gac))
         if spec.device_mapping:
             devices = len(set(nest.flatten(spec.device_mapping)))
         else:
@@ -142,7 +159,7 @@ class IPUPipelineEstimator(_IPUEstimatorBase):
         return pipelining_ops.pipeline(
             computational_stages=stages,
             gradient_accumulation_count=spec.gradient_accumulation_count,
-            repeat_count=self._iterations_per_loop // spec.gradient_accumulation_count,
+            repeat_count=_pipeline_runs(self._iterations_per_loop, spec),
             infeed_queue=infeed, outfeed_queue=outfeed, device_mapping=spec.device_mapping,
             reduction_method=spec.reduction_method, name=name, **kwargs)
 
@@ -201,6 +218,14 @@ class IPUPipelineEstimator(_IPUEstimatorBase):
         with tf.device("/device:CPU:0"):
             program.dequeue = outfeed.dequeue()
         return program
+
+
+def _pipeline_runs(iterations_per_loop, spec):
+    """Pipeline runs (weight updates) per engine run: ``iterations_per_loop`` counts
+    micro-batches, or with SDK 1.x's ``pipeline_depth`` the runs themselves."""
+    if spec.iterations_count_pipeline_runs:
+        return iterations_per_loop
+    return iterations_per_loop // spec.gradient_accumulation_count
 
 
 def _in_name_scope(stage, graph, scope):
