@@ -6,6 +6,7 @@ download is always replaced by a fake.
 import gzip
 import importlib.resources
 import os
+import pickle
 import socket
 import subprocess
 import sys
@@ -19,7 +20,8 @@ import pytest
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 from ipu_emulator import datasets  # noqa: E402
-from ipu_emulator.datasets import SampleDataWarning, fashion_mnist, mnist  # noqa: E402
+from ipu_emulator.datasets import (  # noqa: E402
+    SampleDataWarning, cifar10, cifar100, fashion_mnist, mnist)
 
 
 @pytest.fixture(autouse=True)
@@ -139,11 +141,111 @@ def test_sample_mode_never_touches_network_or_keras_cache(keras_cache, monkeypat
     write_keras_mnist_cache(keras_cache, tiny_dataset())
     write_keras_fashion_cache(keras_cache, tiny_dataset())
 
+    write_keras_cifar10_cache(keras_cache, tiny_cifar())
+
     with pytest.warns(SampleDataWarning):
         (x_train, _), _ = mnist.load_data()
     with pytest.warns(SampleDataWarning):
         (fashion_x_train, _), _ = fashion_mnist.load_data()
     assert x_train.shape == fashion_x_train.shape == (4000, 28, 28)
+    for loader in (cifar10.load_data, cifar100.load_data):
+        with pytest.warns(SampleDataWarning):
+            (cifar_x_train, _), _ = loader()
+        assert cifar_x_train.shape == (5000, 32, 32, 3)
+
+
+# --- CIFAR: a generated stand-in offline ---------------------------------------------------------
+
+def tiny_cifar(n_train=5, n_test=2, fill=9):
+    images = lambda n: np.full((n, 32, 32, 3), fill, np.uint8)
+    labels = lambda n: np.arange(n, dtype=np.uint8).reshape(-1, 1)
+    return (images(n_train), labels(n_train)), (images(n_test), labels(n_test))
+
+
+def write_keras_cifar10_cache(cache_dir, arrays):
+    """Keras's extracted CIFAR-10 cache: pickled batches of channels-first rows, bytes keys."""
+    folder = cache_dir / "cifar-10-batches-py"
+    folder.mkdir()
+    (x_train, y_train), (x_test, y_test) = arrays
+
+    def write(name, images, labels):
+        rows = images.transpose(0, 3, 1, 2).reshape(len(images), -1)
+        with open(folder / name, "wb") as f:
+            pickle.dump({b"data": rows, b"labels": labels.ravel().tolist()}, f)
+    for i in range(5):  # five training batches, in order
+        write("data_batch_%d" % (i + 1), x_train[i::5], y_train[i::5])
+    write("test_batch", x_test, y_test)
+
+
+@pytest.mark.parametrize("loader, kwargs, classes", [
+    (cifar10.load_data, {}, 10),
+    (cifar100.load_data, {}, 100),
+    (cifar100.load_data, {"label_mode": "coarse"}, 20),
+], ids=["cifar10", "cifar100-fine", "cifar100-coarse"])
+def test_cifar_stand_in_has_keras_shapes_and_dtypes(loader, kwargs, classes, monkeypatch):
+    monkeypatch.setenv("IPU_EMULATOR_DATA", "sample")
+    with pytest.warns(SampleDataWarning, match="generated CIFAR-10?0?-shaped stand-in"):
+        (x_train, y_train), (x_test, y_test) = loader(**kwargs)
+    assert x_train.shape == (5000, 32, 32, 3) and x_test.shape == (1000, 32, 32, 3)
+    assert y_train.shape == (5000, 1) and y_test.shape == (1000, 1)
+    for array in (x_train, y_train, x_test, y_test):
+        assert array.dtype == np.uint8
+    assert set(np.unique(y_train)) == set(range(classes)) == set(np.unique(y_test))
+    assert len(np.unique(y_train[:32])) > 5  # shuffled
+    # Not blank, not saturated, and the same on every machine (generated from a fixed seed).
+    assert 60 < x_train.mean() < 200 and x_train.std() > 20
+    datasets._clear_caches()
+    (x_again, y_again), _ = loader(**kwargs)
+    np.testing.assert_array_equal(x_again, x_train)
+    np.testing.assert_array_equal(y_again, y_train)
+
+
+def test_cifar_stand_in_classes_are_told_apart_by_their_pictures(monkeypatch):
+    # A nearest-class-mean classifier on the training images beats chance on the test images
+    # by far: the stand-in is learnable, so a CIFAR model's loss falls on it.
+    monkeypatch.setenv("IPU_EMULATOR_DATA", "sample")
+    with pytest.warns(SampleDataWarning):
+        (x_train, y_train), (x_test, y_test) = cifar10.load_data()
+    x_train, x_test = x_train.reshape(5000, -1) / 255.0, x_test.reshape(1000, -1) / 255.0
+    means = np.stack([x_train[y_train[:, 0] == c].mean(axis=0) for c in range(10)])
+    nearest = np.argmin(((x_test[:, None, :] - means[None]) ** 2).sum(axis=-1), axis=1)
+    assert (nearest == y_test[:, 0]).mean() > 0.5
+
+
+def test_cifar_offline_warnings_say_the_images_are_generated(fake_download):
+    with pytest.warns(SampleDataWarning, match="CIFAR-10 not available offline") as shown:
+        cifar10.load_data()
+    assert "not photographs" in str(shown[0].message)
+    assert "IPU_EMULATOR_DATA=full" in str(shown[0].message)
+    assert fake_download == [("cifar10", datasets.AUTO_DOWNLOAD_TIMEOUT_S)]
+
+
+def test_cifar100_label_mode_is_checked_as_keras_does():
+    with pytest.raises(ValueError, match='`label_mode` must be one of `"fine"`, `"coarse"`. '
+                                         'Received: label_mode=medium.'):
+        cifar100.load_data(label_mode="medium")
+
+
+@pytest.mark.parametrize("mode", ["auto", "full"])
+def test_keras_cifar10_cache_is_read_without_download(mode, keras_cache, fake_download,
+                                                      monkeypatch):
+    monkeypatch.setenv("IPU_EMULATOR_DATA", mode)
+    written = tiny_cifar(fill=9)
+    written[0][0][:] = np.random.RandomState(1).randint(0, 256, (5, 32, 32, 3))
+    write_keras_cifar10_cache(keras_cache, written)
+    (x_train, y_train), (x_test, y_test) = no_sample_warnings(cifar10.load_data)
+    assert x_train.shape == (5, 32, 32, 3) and x_test.shape == (2, 32, 32, 3)
+    np.testing.assert_array_equal(x_train, written[0][0])  # channels last, in batch order
+    assert (x_test == 9).all() and y_train.tolist() == [[0], [1], [2], [3], [4]]
+    assert y_test.dtype == np.uint8 and y_test.shape == (2, 1)
+    assert fake_download == []
+
+
+def test_full_mode_cifar_propagates_download_errors(fake_download, monkeypatch):
+    monkeypatch.setenv("IPU_EMULATOR_DATA", "full")
+    with pytest.raises(OSError, match="no network in tests"):
+        cifar100.load_data(label_mode="coarse")
+    assert fake_download == [("cifar100", None)]
 
 
 # --- the warning -------------------------------------------------------------------------------
@@ -340,7 +442,8 @@ def patched_keras():
     """patch_keras_datasets(), undone afterwards so other tests see stock Keras."""
     datasets.patch_keras_datasets()
     yield
-    ours = {"mnist": mnist.load_data, "fashion_mnist": fashion_mnist.load_data}
+    ours = {"mnist": mnist.load_data, "fashion_mnist": fashion_mnist.load_data,
+            "cifar10": cifar10.load_data, "cifar100": cifar100.load_data}
     for module in list(sys.modules.values()):
         namespace = getattr(module, "__dict__", None)
         for name, loader in ours.items():
@@ -362,6 +465,12 @@ def test_patched_tf_keras_returns_the_sample(monkeypatch, patched_keras):
     assert x_test.shape == (1000, 28, 28) and y_train.dtype == np.uint8
     (x_v1, _), _ = tf.compat.v1.keras.datasets.fashion_mnist.load_data()
     np.testing.assert_array_equal(x_v1, x_train)
+
+    assert tf.keras.datasets.cifar10.load_data is cifar10.load_data
+    assert tf.compat.v1.keras.datasets.cifar100.load_data is cifar100.load_data
+    with pytest.warns(SampleDataWarning, match="CIFAR-100"):
+        (x_cifar, y_cifar), _ = tf.keras.datasets.cifar100.load_data(label_mode="coarse")
+    assert x_cifar.shape == (5000, 32, 32, 3) and y_cifar.max() == 19
 
     # Keras's own loader is kept for real downloads, and is not our replacement.
     original = datasets._original_keras_loaders["mnist"]
