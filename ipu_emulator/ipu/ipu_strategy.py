@@ -74,8 +74,7 @@ class IPUStrategyV1(tf.distribute.OneDeviceStrategy):
             info = tf2_programs.program_info(fn, call_args, call_kwargs,
                                              check_inputs=_check_inputs,
                                              check_outputs=_check_outputs)
-            return tf2_programs.execute(info, lambda: fn(*call_args, **call_kwargs),
-                                        inputs=(call_args, call_kwargs))
+            return tf2_programs.execute(info, fn, call_args, call_kwargs)
 
         # Straight into the replica context: ``tf.distribute``'s generic ``run`` adds
         # AutoGraph wrapping and checks that cost more than a small training step.

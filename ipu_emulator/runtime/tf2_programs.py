@@ -206,15 +206,31 @@ class _ProgramInfo:
 _programs: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
+# How ``_signature_key`` tells values of each type apart, decided once per type: it runs on
+# every call, right after TensorFlow has cooled the caches, so it does as little as it can.
+_BY_IDENTITY, _BY_SHAPE, _BY_ARRAY = 0, 1, 2
+_key_kinds: dict = {}
+
+
+def _key_kind(kind) -> int:
+    if issubclass(kind, (tf.Tensor, tf.Variable, np.ndarray, np.generic)):
+        return _BY_SHAPE  # cached ``shape`` and ``dtype.name`` (TF and NumPy name dtypes alike)
+    if hasattr(kind, "__array__"):
+        return _BY_ARRAY  # other array-likes
+    return _BY_IDENTITY
+
+
 def _signature_key(args, kwargs):
-    """Tensors and arrays by shape and dtype, anything else by identity.  Runs on every
-    call, so it reads only cached attributes (a ``TensorShape`` hashes as the tuple of its
-    dimensions, and TensorFlow and NumPy name their dtypes alike)."""
+    """Tensors and arrays by shape and dtype, anything else by identity.  (A ``TensorShape``
+    hashes and compares as the tuple of its dimensions.)"""
     key = []
     for item in nest.flatten((args, kwargs)):
-        if isinstance(item, (tf.Tensor, tf.Variable, np.ndarray)):
+        kind = _key_kinds.get(type(item))
+        if kind is None:
+            kind = _key_kinds[type(item)] = _key_kind(type(item))
+        if kind == _BY_SHAPE:
             key.append((item.shape, item.dtype.name))
-        elif hasattr(item, "__array__"):  # other array-likes, NumPy scalars
+        elif kind == _BY_ARRAY:
             key.append((tuple(getattr(item, "shape", ())), str(getattr(item, "dtype", ""))))
         else:
             key.append(id(item))
@@ -246,38 +262,26 @@ def _function_name(fn) -> str:
     return getattr(fn, "name", None) or getattr(fn, "__name__", "tf_function")
 
 
-def execute(info, call, inputs=(), iterations=None, infeed_bytes=None, outfeed_bytes=None):
-    """Run ``call()`` as one engine run of the program ``info`` and record it.
+def execute(info, fn, args=(), kwargs=None, iterations=None, infeed_bytes=None,
+            outfeed_bytes=None):
+    """Run ``fn(*args, **kwargs)`` as one engine run of the program ``info`` and record it.
 
     Trip count and feed bytes come from the feeds the call moved, unless the caller knows
     them (Keras knows its steps per execution and its batches)."""
-    feeds = info.feeds
-    # Where each feed stood after the last recorded run (reading it again would cost a
-    # device round trip per feed); elements moved by calls made outside ``strategy.run``
-    # are counted in the next recorded run.
-    before = [feed.last_seen for feed in feeds]
+    kwargs = kwargs or {}
     started = time.perf_counter()
-    result = call()
+    result = fn(*args, **kwargs)
     host_seconds = time.perf_counter() - started
-    after = [feed.moved() for feed in feeds]
-    for feed, count in zip(feeds, after):
-        feed.last_seen = count
     if info.input_bytes is None:
-        info.input_bytes, info.output_bytes = value_bytes(inputs), value_bytes(result)
-    moved = [(feed, now - then) for feed, now, then in zip(feeds, after, before)]
-    used = [(feed, count) for feed, count in moved if count > 0]
-    if iterations is None:
-        iterations = max((count for _, count in used), default=1)
-    if infeed_bytes is None:
-        infeed_bytes = sum(f.element_bytes() for f, _ in used if f.direction == "in")
-    if outfeed_bytes is None:
-        outfeed_bytes = sum(f.element_bytes() for f, _ in used if f.direction == "out")
+        info.input_bytes, info.output_bytes = value_bytes((args, kwargs)), value_bytes(result)
+    # A program without feeds skips the feed bookkeeping: it runs once per call, per step.
+    moved, fed_in, fed_out = _feed_traffic(info.feeds) if info.feeds else (1, 0, 0)
     record.add_engine_run(record.EngineRun(
         program=info.name,
-        iterations=iterations,
+        iterations=moved if iterations is None else iterations,
         step_cost=info.cost,
-        infeed_bytes_per_iteration=infeed_bytes,
-        outfeed_bytes_per_iteration=outfeed_bytes,
+        infeed_bytes_per_iteration=fed_in if infeed_bytes is None else infeed_bytes,
+        outfeed_bytes_per_iteration=fed_out if outfeed_bytes is None else outfeed_bytes,
         input_bytes=info.input_bytes,
         output_bytes=info.output_bytes,
         host_seconds=host_seconds,
@@ -285,3 +289,20 @@ def execute(info, call, inputs=(), iterations=None, infeed_bytes=None, outfeed_b
     ))
     info.runs += 1
     return result
+
+
+def _feed_traffic(feeds):
+    """Since the last recorded run: the most elements any feed moved (1 if none moved), and
+    the bytes per element of the infeeds and of the outfeeds that moved any."""
+    used = []
+    for feed in feeds:
+        # ``last_seen`` is where the feed stood after the last recorded run (reading it
+        # again would cost a device round trip per feed); elements moved by calls made
+        # outside ``strategy.run`` are counted in the next recorded run.
+        now = feed.moved()
+        if now > feed.last_seen:
+            used.append((feed, now - feed.last_seen))
+        feed.last_seen = now
+    return (max((count for _, count in used), default=1),
+            sum(f.element_bytes() for f, _ in used if f.direction == "in"),
+            sum(f.element_bytes() for f, _ in used if f.direction == "out"))

@@ -232,7 +232,7 @@ class _RecordedExecution:
         steps = model._ipu_steps_per_execution()  # pylint: disable=protected-access
         info = tf2_programs.program_info(self._function, (iterator,), {}, key="keras")
         return tf2_programs.execute(
-            info, lambda: self._function(iterator), iterations=steps,
+            info, self._function, (iterator,), iterations=steps,
             infeed_bytes=model.__dict__.get("_ipu_batch_bytes", 0), outfeed_bytes=None)
 
     def __getattr__(self, name):
