@@ -3,7 +3,8 @@
 Before the script starts, the runner
 * makes ``tensorflow.python.ipu`` and ``tensorflow.contrib.ipu`` resolve to the emulator
   (and ``tensorflow.python.keras`` to legacy Keras, the Keras of the SDK's TensorFlow),
-* with ``--tf1``, switches TensorFlow to TF 1.15-style graph mode (the SDK's TF1 flavour)
+* with ``--tf1``, switches TensorFlow to TF 1.15-style graph mode (the SDK's TF1 flavour),
+  with the TF1 names (``tf.Session``...) on ``import tensorflow as tf`` too,
   and, with ``--seed``, seeds the graph, NumPy and Python for reproducible runs,
 * routes ``tf.keras.datasets.mnist``/``fashion_mnist`` through ``ipu_emulator.datasets`` so
   the script works offline (a one-line warning says when the bundled sample is used).
@@ -45,6 +46,8 @@ def prepare(tf1: bool = False, seed: int | None = None) -> None:
     importer.install_keras()  # tensorflow.python.keras -> legacy Keras, as in the SDK's TF
     if tf1:
         tf.compat.v1.disable_v2_behavior()
+        from ipu_emulator.compat import tf1_names
+        tf1_names.install()  # tf.Session, tf.placeholder... for ``import tensorflow as tf``
     if seed is not None:
         import random
         import numpy as np

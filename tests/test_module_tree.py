@@ -322,9 +322,11 @@ print("final loss %.4f" % losses[-1])
 print("TF2 keras script done")
 '''
 
+# The contrib era's layout: ``import tensorflow as tf`` with TF 1.x names (``tf.Session``,
+# ``tf.get_variable``, ``tf.nn.dropout(x, keep_prob)``), which ``--tf1`` provides.
 TF1_CONTRIB_SCRIPT = '''
 import numpy as np
-import tensorflow.compat.v1 as tf
+import tensorflow as tf
 from tensorflow.contrib import ipu
 from tensorflow.contrib.ipu import ipu_compiler, ipu_infeed_queue, loops, utils
 from tensorflow.contrib.ipu.ops import ipu_scope
@@ -337,7 +339,7 @@ infeed = ipu_infeed_queue.IPUInfeedQueue(dataset, feed_name="infeed")
 
 def body(loss, x, y):
     w = tf.get_variable("w", [4, 1], initializer=tf.zeros_initializer())
-    h = ipu.poprand.dropout(x, rate=0.0)
+    h = tf.nn.dropout(ipu.poprand.dropout(x, rate=0.0), 1.0)  # TF1: keep_prob 1.0
     loss = tf.reduce_mean(tf.square(tf.matmul(h, w) - y))
     with tf.control_dependencies([tf.train.GradientDescentOptimizer(0.1).minimize(loss)]):
         return tf.identity(loss)
