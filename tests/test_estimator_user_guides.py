@@ -278,3 +278,66 @@ def test_pipeline_estimator_logging_hook_prints_the_stage_tensor(tmp_path, tf1):
     logged = re.findall(r"INFO:tensorflow:stage loss = ([0-9.e+-]+)", result.stderr)
     assert len(logged) == 2  # once per engine run (2 runs of 8 micro-batches)
     assert all(0.0 < float(value) < 5.0 for value in logged)
+
+
+# --- IPULoggingTensorHook -----------------------------------------------------------------------
+
+def ipu_session_run_hooks():
+    """The emulator's ipu_session_run_hooks module, loaded from its file: until the module
+    tree imports it, ``ipu.ipu_session_run_hooks`` is registered as a stub."""
+    import importlib.util
+    name = "ipu_emulator.ipu.ipu_session_run_hooks_under_test"
+    if name not in sys.modules:
+        path = ROOT / "ipu_emulator" / "ipu" / "ipu_session_run_hooks.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
+
+
+def ipu_hook_model_fn(features, labels, mode, params):
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1, kernel_initializer="zeros")])
+    loss = tf.reduce_mean(tf.square(model(features) - labels))
+    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss)
+    hook = params["hook"]
+    log_op = hook.log({"batch sum": tf.reduce_sum(features)})
+    return IPUEstimatorSpec(mode, loss=loss, train_op=tf.group(train_op, log_op),
+                            training_hooks=[hook])
+
+
+def train_with_ipu_hook(tmp_path, **hook_kwargs):
+    hook = ipu_session_run_hooks().IPULoggingTensorHook(**hook_kwargs)
+    config = RunConfig(ipu_run_config=IPURunConfig(iterations_per_loop=4),
+                       model_dir=str(tmp_path))
+    IPUEstimator(ipu_hook_model_fn, config=config, params={"hook": hook}).train(
+        input_fn(), steps=12)
+
+
+def test_ipu_logging_tensor_hook_logs_the_last_iteration(tmp_path, tf_log):
+    train_with_ipu_hook(tmp_path, every_n_iter=2)
+    # Runs 0 and 2 are logged (every 2nd), each with its last batch (steps 3 and 11).
+    np.testing.assert_allclose(logged_values(tf_log.lines, "batch sum"),
+                               [X[24:32].sum(), X[88:96].sum()], rtol=1e-5)
+
+
+def test_ipu_logging_tensor_hook_all_mode_and_at_end(tmp_path, tf_log):
+    hooks = ipu_session_run_hooks()
+    train_with_ipu_hook(tmp_path, at_end=True,
+                        logging_mode=hooks.IPULoggingTensorHook.LoggingMode.ALL)
+    lines = [line for line in tf_log.lines if line.startswith("batch sum = ")]
+    assert len(lines) == 1  # only at the end: everything outfed since the start
+    values = np.array(lines[0][len("batch sum = "):].strip("[]").split(), np.float32)
+    np.testing.assert_allclose(values, [X[i * 8:(i + 1) * 8].sum() for i in range(12)],
+                               rtol=1e-5)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({}, "Either every_n_iter or every_n_secs should be provided (but not both), or at_end "
+         "should be True."),
+    ({"every_n_iter": 1, "every_n_secs": 1}, "Either every_n_iter or every_n_secs"),
+    ({"every_n_iter": 0}, "Invalid every_n_iter=0."),
+])
+def test_ipu_logging_tensor_hook_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        ipu_session_run_hooks().IPULoggingTensorHook(**kwargs)
