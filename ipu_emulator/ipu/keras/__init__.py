@@ -9,10 +9,21 @@
 """
 import importlib
 
+from ipu_emulator.compat import unsupported
 from . import data_adapter
 from . import extensions
 
-__all__ = ["data_adapter", "extensions", "layers"]
+# Keras pipelining (SDK 2.2+) and the IPU model classes of SDK 2.0-2.1 are not emulated:
+# Keras models built in an IPUStrategy scope are (see ``extensions``).
+_NOT_EMULATED = [
+    "PipelineStage", "FunctionalLayerPipelineStageAssignment", "FunctionalExtension",
+    "SequentialLayerPipelineStageAssignment", "SequentialExtension", "Model", "Sequential",
+    "PipelineModel", "PipelineSequential", "SequentialPipelineModel"]
+globals().update(unsupported.stubs("tensorflow.python.ipu.keras", _NOT_EMULATED))
+CTCLoss = unsupported.stub("tensorflow.python.ipu.keras.losses.CTCLoss",
+                           "tensorflow.python.ipu.keras.losses.CTCLoss")
+
+__all__ = ["data_adapter", "extensions", "layers", "CTCLoss"] + _NOT_EMULATED
 
 
 def __getattr__(name):
