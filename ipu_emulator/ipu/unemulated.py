@@ -38,7 +38,6 @@ MODULES = {
         "export_single_step", "export_pipeline", "export_keras"], False),
     "autoshard": (_P + "autoshard", ["automatic_sharding", "ipu_autoshard"], False),
     "autoshard_cnn": (_P + "autoshard_cnn", ["automatic_sharding"], False),
-    "ipu_session_run_hooks": (_P + "ipu_session_run_hooks", ["IPULoggingTensorHook"], False),
     # Ops without a CPU meaning worth emulating (collectives inside a replica, custom
     # Poplar code, reports, fp8...).
     "ops.all_to_all_op": (_P + "ops.all_to_all_op", ["all_to_all"], False),
