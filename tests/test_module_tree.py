@@ -380,3 +380,23 @@ def test_sdk_era_scripts_run_through_the_runner(tmp_path, script, flags, final_l
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1].startswith(final_line), result.stdout
+
+
+def test_a_module_written_for_real_wins_over_its_stub(tmp_path, monkeypatch):
+    from ipu_emulator.compat import unsupported
+    package = tmp_path / "fake_sdk_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "real_one.py").write_text("def feature():\n    return 42\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        real = unsupported.stub_module("fake_sdk_pkg.real_one", "sdk.real_one", ["feature"], "")
+        stubbed = unsupported.stub_module("fake_sdk_pkg.stubbed", "sdk.stubbed", ["feature"], "")
+        assert real.feature() == 42
+        with pytest.raises(NotImplementedError, match="does not emulate sdk.stubbed"):
+            stubbed.feature()
+        import fake_sdk_pkg
+        assert fake_sdk_pkg.stubbed is stubbed
+    finally:
+        for name in [n for n in sys.modules if n.startswith("fake_sdk_pkg")]:
+            del sys.modules[name]

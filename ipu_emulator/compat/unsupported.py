@@ -12,6 +12,7 @@ emulated, e.g. ``ipu.horovod``), without one file per module.
 """
 import importlib
 import importlib.machinery
+import importlib.util
 import sys
 import types
 
@@ -54,6 +55,9 @@ def stub_module(real_name, sdk_name, names, doc, is_package=False):
     ``sdk_name``, register it in ``sys.modules`` and bind it on its parent package."""
     if real_name in sys.modules:
         return sys.modules[real_name]
+    if importlib.util.find_spec(real_name) is not None:
+        # The module has since been written for real: it wins over its stub.
+        return importlib.import_module(real_name)
     module = types.ModuleType(real_name, doc)
     module.__dict__.update(stubs(sdk_name, names, feature=sdk_name))
     module.__all__ = sorted(names)
