@@ -31,6 +31,7 @@ from . import ipu_estimator
 from . import ipu_pipeline_estimator
 from . import ipu_session_run_hooks
 from . import ipu_strategy
+from . import keras
 from . import unemulated as _unemulated
 
 # The SDK's ``ipu.ops`` modules are also attributes of ``ipu`` (``ipu.rand_ops.dropout``),
@@ -57,7 +58,7 @@ _shards.install()  # sessions get one CPU device per configured IPU (real shard 
 
 __all__ = ["config", "utils", "scopes", "sharding", "ipu_compiler", "loops", "ipu_infeed_queue",
            "ipu_outfeed_queue", "ops", "pipelining_ops", "ipu_run_config", "ipu_estimator",
-           "ipu_pipeline_estimator", "ipu_session_run_hooks", "ipu_strategy",
+           "ipu_pipeline_estimator", "ipu_session_run_hooks", "ipu_strategy", "keras",
            "cross_replica_ops", "gradient_accumulation", "optimizers", "embedding_ops",
            "functional_ops", "internal_ops", "math_ops", "nn_ops", "normalization_ops",
            "rand_ops", "replication_ops", "outlined_function", "cross_replica_optimizer",
