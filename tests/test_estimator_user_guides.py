@@ -341,3 +341,38 @@ def test_ipu_logging_tensor_hook_all_mode_and_at_end(tmp_path, tf_log):
 def test_ipu_logging_tensor_hook_arguments(kwargs, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         ipu_session_run_hooks().IPULoggingTensorHook(**kwargs)
+
+
+GRAPH_SCRIPT = """
+import numpy as np
+import tensorflow as tf
+from tensorflow.python import ipu
+
+with tf.Graph().as_default():
+    dataset = tf.data.Dataset.from_tensor_slices(np.arange(16, dtype=np.float32))
+    infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(dataset.batch(2, drop_remainder=True))
+    outfeed = ipu.ipu_outfeed_queue.IPUOutfeedQueue()
+
+    def body(x):
+        return outfeed.enqueue(tf.reduce_sum(x))
+
+    with ipu.scopes.ipu_scope("/device:IPU:0"):
+        run = ipu.ipu_compiler.compile(lambda: ipu.loops.repeat(4, body, infeed_queue=infeed))
+    dequeue = outfeed.dequeue()
+    with tf.compat.v1.Session() as session:
+        session.run(infeed.initializer)
+        session.run(run)
+        print("outfed", session.run(dequeue).tolist())
+"""
+
+
+def test_loops_in_a_hand_built_graph_work_in_tf2_mode(tmp_path):
+    # Without --tf1 TensorFlow would build a v2 while loop, whose body is a function graph
+    # of its own; the loop must stay a loop of the graph, so its outfeed can be dequeued.
+    script = tmp_path / "graph_script.py"
+    script.write_text(GRAPH_SCRIPT)
+    env = dict(os.environ, IPU_EMULATOR_DATA="sample", TF_CPP_MIN_LOG_LEVEL="2")
+    result = subprocess.run([sys.executable, "-m", "ipu_emulator", "run", str(script)],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] == "outfed [1.0, 5.0, 9.0, 13.0]"

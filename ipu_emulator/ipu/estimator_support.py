@@ -5,7 +5,6 @@ saver hook, the input function protocol).  It is gone from TensorFlow 2.21, so t
 estimators carry a small version of it; the device side (loops, feeds, compile) is the
 emulator's ordinary API front.
 """
-import contextlib
 import copy
 import os
 import re
@@ -13,7 +12,6 @@ import tempfile
 import time
 
 import tensorflow as tf
-from tensorflow.python.ops import control_flow_util
 from tensorflow.python.util import function_utils
 
 # Arguments a model_fn may take (tf.estimator's _VALID_MODEL_FN_ARGS).
@@ -33,22 +31,6 @@ def call_with_optional_args(function, available, **fixed):
         if name in names:
             kwargs[name] = value
     return function(**kwargs)
-
-
-@contextlib.contextmanager
-def tf1_control_flow():
-    """Build TF1 control flow (v1 while loops and conds) in this block, even in TF2 mode.
-
-    The estimators build their own graph and session, as the SDK's did under TF2 too; the
-    emulator's on-device loops, feeds and pipelines are v1 while loops in that graph.  With
-    TF2 behaviour on, ``tf.compat.v1.while_loop`` would build a v2 loop whose body is a
-    separate function graph, and the outfeed enqueued there would not be the graph's."""
-    previous = control_flow_util.ENABLE_CONTROL_FLOW_V2
-    control_flow_util.ENABLE_CONTROL_FLOW_V2 = False
-    try:
-        yield
-    finally:
-        control_flow_util.ENABLE_CONTROL_FLOW_V2 = previous
 
 
 # --- model directory ---------------------------------------------------------------------

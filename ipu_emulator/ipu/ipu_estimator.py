@@ -362,7 +362,7 @@ class _IPUEstimatorBase:
 
         graph = self._new_graph()
         with graph.as_default():
-            with support.tf1_control_flow():
+            with loops.tf1_control_flow():
                 global_step = self._create_global_step()
                 infeed = self._make_infeed(input_fn, ModeKeys.TRAIN)
                 program = self._build_train(infeed, global_step)
@@ -492,7 +492,7 @@ class _IPUEstimatorBase:
         checkpoints = support.Checkpoints(self.model_dir, self._config)
         graph = self._new_graph()
         with graph.as_default():
-            with support.tf1_control_flow():
+            with loops.tf1_control_flow():
                 global_step = self._create_global_step()
                 infeed = self._make_infeed(input_fn, mode)
                 outfeed = ipu_outfeed_queue.IPUOutfeedQueue()

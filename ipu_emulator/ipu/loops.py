@@ -16,10 +16,12 @@ was called from, not TensorFlow's ``while/``: variables created in it (Keras lay
 theirs after the name scope) get the names the SDK gives them, so a checkpoint saved by a
 looped program restores into an unlooped one and back.
 """
+import contextlib
 import inspect
 import numbers
 
 import tensorflow as tf
+from tensorflow.python.ops import control_flow_util
 
 from ipu_emulator.runtime import programs, replication
 
@@ -92,9 +94,14 @@ def while_loop(condition, body, inputs=None, infeed_queue=None, maximum_iteratio
                 next_count = trip_count + 1
             return [next_count] + tensors
 
-    results = tf.compat.v1.while_loop(
-        loop_condition, loop_body, [tf.constant(0, dtype=tf.int32)] + loop_vars,
-        maximum_iterations=maximum_iterations, parallel_iterations=1)
+    # A graph built by hand gets a v1 loop even in TF2 mode (see tf1_control_flow); a
+    # tf.function keeps TensorFlow's choice.
+    control_flow = (contextlib.nullcontext() if graph.building_function
+                    else tf1_control_flow())
+    with control_flow:
+        results = tf.compat.v1.while_loop(
+            loop_condition, loop_body, [tf.constant(0, dtype=tf.int32)] + loop_vars,
+            maximum_iterations=maximum_iterations, parallel_iterations=1)
     if infeed_queue is not None and not infeed_queue.dequeued:
         raise ValueError("The infeed queue has not been dequeued.")
 
@@ -107,6 +114,22 @@ def while_loop(condition, body, inputs=None, infeed_queue=None, maximum_iteratio
     if len(carried) == 1:
         return carried[0]
     return carried
+
+
+@contextlib.contextmanager
+def tf1_control_flow():
+    """Build TF1 control flow (v1 while loops and conds) in this block, even in TF2 mode.
+
+    The emulator's loops, feeds and pipelines are v1 while loops of the graph being built.
+    With TF2 behaviour on, ``tf.compat.v1.while_loop`` in a ``tf.Graph`` (a TF1-style script
+    run without ``--tf1``, or an estimator's own graph) would build a v2 loop, whose body is
+    a separate function graph: an outfeed enqueued there would not be the graph's."""
+    previous = control_flow_util.ENABLE_CONTROL_FLOW_V2
+    control_flow_util.ENABLE_CONTROL_FLOW_V2 = False
+    try:
+        yield
+    finally:
+        control_flow_util.ENABLE_CONTROL_FLOW_V2 = previous
 
 
 def enclosing_name_scope(graph, scope):
