@@ -112,6 +112,8 @@ def _last_iteration_value(tensor, program_outputs):
     context = tensor.op._get_control_flow_context()  # pylint: disable=protected-access
     if context is None or context.GetWhileContext() is not context:
         return None  # outside any loop, or inside a cond (not tapped)
+    if tensor.dtype in (tf.resource, tf.variant):
+        return None  # no variable can hold these
     graph = tensor.graph
     next_iterations = [op for op in graph.get_operations() if op.type == "NextIteration"
                        and op._get_control_flow_context() is context]  # pylint: disable=protected-access
