@@ -263,11 +263,12 @@ def _function_name(fn) -> str:
 
 
 def execute(info, fn, args=(), kwargs=None, iterations=None, infeed_bytes=None,
-            outfeed_bytes=None):
+            outfeed_bytes=None, complete=None):
     """Run ``fn(*args, **kwargs)`` as one engine run of the program ``info`` and record it.
 
     Trip count and feed bytes come from the feeds the call moved, unless the caller knows
-    them (Keras knows its steps per execution and its batches)."""
+    them (Keras knows its steps per execution and its batches).  ``complete(run)``, if
+    given, returns the run to record instead (a pipelined Keras model adds its stages)."""
     kwargs = kwargs or {}
     started = time.perf_counter()
     result = fn(*args, **kwargs)
@@ -276,7 +277,7 @@ def execute(info, fn, args=(), kwargs=None, iterations=None, infeed_bytes=None,
         info.input_bytes, info.output_bytes = value_bytes((args, kwargs)), value_bytes(result)
     # A program without feeds skips the feed bookkeeping: it runs once per call, per step.
     moved, fed_in, fed_out = _feed_traffic(info.feeds) if info.feeds else (1, 0, 0)
-    record.add_engine_run(record.EngineRun(
+    run = record.EngineRun(
         program=info.name,
         iterations=moved if iterations is None else iterations,
         step_cost=info.cost,
@@ -286,7 +287,8 @@ def execute(info, fn, args=(), kwargs=None, iterations=None, infeed_bytes=None,
         output_bytes=info.output_bytes,
         host_seconds=host_seconds,
         first_run=info.runs == 0,
-    ))
+    )
+    record.add_engine_run(complete(run) if complete is not None else run)
     info.runs += 1
     return result
 
