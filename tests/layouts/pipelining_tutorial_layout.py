@@ -15,6 +15,8 @@ parallelism, with CrossReplicaOptimizer keeping the replicas' weights the same).
 It prints one line per step with the mean loss and ends with ``Elapsed``.
 """
 import argparse
+import os
+import sys
 import time
 
 import numpy as np
@@ -23,42 +25,12 @@ from tensorflow.keras import layers
 from tensorflow.python import ipu
 
 
-def layer1_flatten(learning_rate, images, labels):
-    with tf.variable_scope("flatten"):
-        return learning_rate, layers.Flatten()(images), labels
-
-
-def layer2_dense256(learning_rate, activations, labels):
-    with tf.variable_scope("dense256"):
-        return learning_rate, layers.Dense(256, activation=tf.nn.relu)(activations), labels
-
-
-def layer3_dense128(learning_rate, activations, labels):
-    with tf.variable_scope("dense128"):
-        return learning_rate, layers.Dense(128, activation=tf.nn.relu)(activations), labels
-
-
-def layer4_dense64(learning_rate, activations, labels):
-    with tf.variable_scope("dense64"):
-        return learning_rate, layers.Dense(64, activation=tf.nn.relu)(activations), labels
-
-
-def layer5_dense32(learning_rate, activations, labels):
-    with tf.variable_scope("dense32"):
-        return learning_rate, layers.Dense(32, activation=tf.nn.relu)(activations), labels
-
-
-def layer6_logits(learning_rate, activations, labels):
-    with tf.variable_scope("logits"):
-        return learning_rate, layers.Dense(10)(activations), labels
-
-
-def layer7_cel(learning_rate, logits, labels):
-    with tf.variable_scope("softmax_ce"):
-        per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
-                                                                     logits=logits)
-    with tf.variable_scope("mean"):
-        return learning_rate, tf.reduce_mean(per_example)
+# The model's layers, one function each (``layer<N>_<name>``), are the pipelining example's.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "examples"))
+from pipelining_step3 import (  # noqa: E402  pylint: disable=wrong-import-position,unused-import
+    layer1_flatten, layer2_dense256, layer3_dense128, layer4_dense64, layer5_dense32,
+    layer6_logits, layer7_cel)
 
 
 def discover_layers():
