@@ -141,13 +141,6 @@ def test_tutorial_layouts_configured_last_train_like_one_ipu(tmp_path, single_ip
     assert lanes == ["IPU%d" % k for k in range(ipus)]
 
 
-def test_configuring_first_or_last_gives_identical_losses(tmp_path):
-    args = ["--step", "4", "--splits", "dense128", "dense64", "dense32"]
-    last, _ = losses_and_lanes(tmp_path, *args)
-    first, _ = losses_and_lanes(tmp_path, *args, "--configure-first")
-    assert last == first
-
-
 def test_three_stages_configured_last_are_refused_as_by_the_sdk(tmp_path):
     result, _ = run_layout(tmp_path, "--step", "4", "--splits", "dense128", "dense64")
     assert result.returncode != 0
