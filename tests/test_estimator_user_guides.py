@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from ipu_emulator import record
 from ipu_emulator.ipu import config as ipu_config
-from ipu_emulator.ipu import ipu_compiler, loops, scopes
+from ipu_emulator.ipu import ipu_compiler, ipu_session_run_hooks, loops, scopes
 from ipu_emulator.ipu.ipu_estimator import IPUEstimator, IPUEstimatorSpec, ModeKeys
 from ipu_emulator.ipu.ipu_pipeline_estimator import (IPUPipelineEstimator,
                                                      IPUPipelineEstimatorSpec)
@@ -268,6 +268,9 @@ def test_cifar10_estimator_trains_evaluates_and_predicts(tmp_path, tf1):
     assert lines[-2] == ("variables: global_step sequential/conv2d/bias sequential/conv2d/kernel "
                          "sequential/dense/bias sequential/dense/kernel")
     assert "generated CIFAR-10-shaped stand-in" in result.stderr  # offline data announced
+    # The IPULoggingTensorHook printed the loss of each training engine run's last step.
+    logged = re.findall(r"INFO:tensorflow:ipu loss = ([0-9.e+-]+)", result.stderr)
+    assert len(logged) == 2 and all(math.isfinite(float(value)) for value in logged)
 
 
 @pytest.mark.parametrize("tf1", [True, False], ids=["tf1", "tf2"])
@@ -282,20 +285,6 @@ def test_pipeline_estimator_logging_hook_prints_the_stage_tensor(tmp_path, tf1):
 
 # --- IPULoggingTensorHook -----------------------------------------------------------------------
 
-def ipu_session_run_hooks():
-    """The emulator's ipu_session_run_hooks module, loaded from its file: until the module
-    tree imports it, ``ipu.ipu_session_run_hooks`` is registered as a stub."""
-    import importlib.util
-    name = "ipu_emulator.ipu.ipu_session_run_hooks_under_test"
-    if name not in sys.modules:
-        path = ROOT / "ipu_emulator" / "ipu" / "ipu_session_run_hooks.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
-    return sys.modules[name]
-
-
 def ipu_hook_model_fn(features, labels, mode, params):
     model = tf.keras.Sequential([tf.keras.layers.Dense(1, kernel_initializer="zeros")])
     loss = tf.reduce_mean(tf.square(model(features) - labels))
@@ -307,7 +296,7 @@ def ipu_hook_model_fn(features, labels, mode, params):
 
 
 def train_with_ipu_hook(tmp_path, **hook_kwargs):
-    hook = ipu_session_run_hooks().IPULoggingTensorHook(**hook_kwargs)
+    hook = ipu_session_run_hooks.IPULoggingTensorHook(**hook_kwargs)
     config = RunConfig(ipu_run_config=IPURunConfig(iterations_per_loop=4),
                        model_dir=str(tmp_path))
     IPUEstimator(ipu_hook_model_fn, config=config, params={"hook": hook}).train(
@@ -322,9 +311,9 @@ def test_ipu_logging_tensor_hook_logs_the_last_iteration(tmp_path, tf_log):
 
 
 def test_ipu_logging_tensor_hook_all_mode_and_at_end(tmp_path, tf_log):
-    hooks = ipu_session_run_hooks()
-    train_with_ipu_hook(tmp_path, at_end=True,
-                        logging_mode=hooks.IPULoggingTensorHook.LoggingMode.ALL)
+    train_with_ipu_hook(
+        tmp_path, at_end=True,
+        logging_mode=ipu_session_run_hooks.IPULoggingTensorHook.LoggingMode.ALL)
     lines = [line for line in tf_log.lines if line.startswith("batch sum = ")]
     assert len(lines) == 1  # only at the end: everything outfed since the start
     values = np.array(lines[0][len("batch sum = "):].strip("[]").split(), np.float32)
@@ -340,7 +329,7 @@ def test_ipu_logging_tensor_hook_all_mode_and_at_end(tmp_path, tf_log):
 ])
 def test_ipu_logging_tensor_hook_arguments(kwargs, message):
     with pytest.raises(ValueError, match=re.escape(message)):
-        ipu_session_run_hooks().IPULoggingTensorHook(**kwargs)
+        ipu_session_run_hooks.IPULoggingTensorHook(**kwargs)
 
 
 GRAPH_SCRIPT = """

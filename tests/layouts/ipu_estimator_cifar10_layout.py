@@ -13,14 +13,15 @@ import argparse
 import numpy as np
 import tensorflow as tf
 from tensorflow.python import ipu
+from tensorflow.python.ipu import ipu_session_run_hooks
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--model-dir", default=None)
 parser.add_argument("--iterations-per-loop", type=int, default=4)
 parser.add_argument("--train-steps", type=int, default=8)
 parser.add_argument("--batch-size", type=int, default=16)
-parser.add_argument("--replicas", type=int, default=1)
 args = parser.parse_args()
+tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
 
 (x_train, y_train), (x_test, y_test) = tf.keras.datasets.cifar10.load_data()
 x_train, x_test = x_train.astype(np.float32) / 255.0, x_test.astype(np.float32) / 255.0
@@ -53,24 +54,25 @@ def model_fn(features, labels, mode, params):
         return ipu.ipu_estimator.IPUEstimatorSpec(mode, loss=loss,
                                                   eval_metric_ops={"accuracy": accuracy})
     optimizer = tf.compat.v1.train.GradientDescentOptimizer(params["learning_rate"])
-    if args.replicas > 1:
-        optimizer = ipu.optimizers.CrossReplicaOptimizer(optimizer)
     train_op = optimizer.minimize(loss)
-    return ipu.ipu_estimator.IPUEstimatorSpec(mode, loss=loss, train_op=train_op)
+    # The loss of each engine run's last step, sent to the host through an outfeed.
+    hook = ipu_session_run_hooks.IPULoggingTensorHook(every_n_iter=1)
+    log_op = hook.log({"ipu loss": loss})
+    return ipu.ipu_estimator.IPUEstimatorSpec(mode, loss=loss,
+                                              train_op=tf.group(train_op, log_op),
+                                              training_hooks=[hook])
 
 
 ipu_options = ipu.config.IPUConfig()
-ipu_options.auto_select_ipus = args.replicas
+ipu_options.auto_select_ipus = 1
 config = ipu.ipu_run_config.RunConfig(
     ipu_run_config=ipu.ipu_run_config.IPURunConfig(
-        iterations_per_loop=args.iterations_per_loop, num_replicas=args.replicas,
-        ipu_options=ipu_options),
+        iterations_per_loop=args.iterations_per_loop, ipu_options=ipu_options),
     model_dir=args.model_dir, log_step_count_steps=args.iterations_per_loop)
 estimator = ipu.ipu_estimator.IPUEstimator(
     model_fn, config=config, params={"learning_rate": 0.05},
-    train_batch_size=args.batch_size * args.replicas,
-    eval_batch_size=args.batch_size * args.replicas,
-    predict_batch_size=args.batch_size * args.replicas)
+    train_batch_size=args.batch_size, eval_batch_size=args.batch_size,
+    predict_batch_size=args.batch_size)
 
 estimator.train(input_fn, steps=args.train_steps)
 metrics = estimator.evaluate(input_fn, steps=args.iterations_per_loop)
