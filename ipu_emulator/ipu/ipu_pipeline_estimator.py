@@ -96,7 +96,8 @@ class IPUPipelineEstimator(_IPUEstimatorBase):
 
     ``config.ipu_run_config.num_shards`` must cover the IPUs the stages use, and
     ``iterations_per_loop`` must be a multiple of the spec's
-    ``gradient_accumulation_count``.
+    ``gradient_accumulation_count`` (a spec made with SDK 1.x's ``pipeline_depth`` instead
+    runs ``iterations_per_loop`` whole pipeline passes per engine run, as SDK 1.x did).
     """
 
     def __init__(self, model_fn, model_dir=None, config=None, params=None,
