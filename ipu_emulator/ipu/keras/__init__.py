@@ -2,6 +2,8 @@
 
 ``extensions``    the methods added to those models (``set_gradient_accumulation_options``,
                   ``set_infeed_queue_options``, ...) and the rules ``compile``/``fit`` follow
+``pipelining``    pipeline stages (``PipelineStage``, stage assignments) and what a
+                  pipelined model checks and records
 ``data_adapter`` the checks the IPU makes on the data given to ``fit``/``evaluate``/``predict``
 ``layers``        the SDK 2.x ``ipu.keras.layers`` (``Dropout``, ``Embedding``, ``LayerNorm``
                   emulated; the rest are stubs)
@@ -13,17 +15,21 @@ from ipu_emulator.compat import unsupported
 from . import data_adapter
 from . import extensions
 
-# Keras pipelining (SDK 2.2+) and the IPU model classes of SDK 2.0-2.1 are not emulated:
-# Keras models built in an IPUStrategy scope are (see ``extensions``).
+from .pipelining import (FunctionalLayerPipelineStageAssignment, PipelineStage,
+                         SequentialLayerPipelineStageAssignment)
+
+# The SDK's extension classes and the IPU model classes of SDK 2.0-2.1 are not emulated:
+# Keras models built in an IPUStrategy scope gain the extensions (see ``extensions``).
 _NOT_EMULATED = [
-    "PipelineStage", "FunctionalLayerPipelineStageAssignment", "FunctionalExtension",
-    "SequentialLayerPipelineStageAssignment", "SequentialExtension", "Model", "Sequential",
+    "FunctionalExtension", "SequentialExtension", "Model", "Sequential",
     "PipelineModel", "PipelineSequential", "SequentialPipelineModel"]
 globals().update(unsupported.stubs("tensorflow.python.ipu.keras", _NOT_EMULATED))
 CTCLoss = unsupported.stub("tensorflow.python.ipu.keras.losses.CTCLoss",
                            "tensorflow.python.ipu.keras.losses.CTCLoss")
 
-__all__ = ["data_adapter", "extensions", "layers", "CTCLoss"] + _NOT_EMULATED
+__all__ = ["data_adapter", "extensions", "pipelining", "layers", "CTCLoss", "PipelineStage",
+           "FunctionalLayerPipelineStageAssignment",
+           "SequentialLayerPipelineStageAssignment"] + _NOT_EMULATED
 
 
 def __getattr__(name):

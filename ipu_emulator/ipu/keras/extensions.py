@@ -22,7 +22,7 @@ import logging
 import tensorflow as tf
 
 from ipu_emulator.runtime import tf2_programs
-from . import data_adapter
+from . import data_adapter, pipelining
 
 _log = logging.getLogger("ipu_emulator")
 
@@ -31,8 +31,9 @@ _RUN_EAGERLY_MESSAGE = ("Keras models cannot run eagerly when using `IPUStrategy
 _OPTION_ALTERNATIVES = {"gradient_accumulation_count": "gradient_accumulation_steps_per_replica"}
 
 
-class KerasExtensions:
-    """Methods mixed into Keras models built inside an ``IPUStrategy`` scope."""
+class KerasExtensions(pipelining.PipeliningExtensions):
+    """Methods mixed into Keras models built inside an ``IPUStrategy`` scope (pipelining's
+    are in ``pipelining``)."""
 
     # -- options ----------------------------------------------------------------------
 
@@ -54,11 +55,8 @@ class KerasExtensions:
                                           **gradient_accumulation_optimizer_kwargs):
         """Accumulate the gradients of N batches and update the weights once per N."""
         steps = gradient_accumulation_steps_per_replica
-        if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool)
-                                  or steps < 1):
-            raise ValueError(
-                "Expected `gradient_accumulation_steps_per_replica` to be a positive integer, "
-                "but got {} instead.".format(steps))
+        method = check_accumulation_arguments(steps, experimental_normalize_gradients,
+                                              gradient_accumulation_reduction_method)
         for key, alternative in (("opt", None), ("num_mini_batches",
                                                  "gradient_accumulation_steps_per_replica")):
             if key in gradient_accumulation_optimizer_kwargs:
@@ -67,14 +65,6 @@ class KerasExtensions:
                         else "This argument is automatically set by Keras.")
                 raise ValueError("Found `{}` key in `gradient_accumulation_optimizer_kwargs`. {}"
                                  .format(key, hint))
-        method = str(getattr(gradient_accumulation_reduction_method, "value",
-                             gradient_accumulation_reduction_method)).lower()
-        if method not in ("sum", "mean", "running_mean"):
-            raise ValueError("Unknown gradient_accumulation_reduction_method: {}".format(
-                gradient_accumulation_reduction_method))
-        if experimental_normalize_gradients and method != "sum":
-            raise ValueError("`experimental_normalize_gradients` can only be used with the "
-                             "'sum' gradient accumulation reduction method.")
         options = self._ipu_options()
         options.update(gradient_accumulation_steps_per_replica=steps,
                        experimental_normalize_gradients=experimental_normalize_gradients,
@@ -146,6 +136,13 @@ class KerasExtensions:
         requested = self._ipu_steps_per_execution()
         plan = data_adapter.plan_execution(x, y, batch_size, steps, requested)
         self.__dict__["_ipu_batch_bytes"] = plan.batch_bytes
+        # A pipelined model accumulates its gradients over the pipeline's micro-batches.
+        pipeline = pipelining.plan(self, plan.steps_per_execution, training)
+        self.__dict__.setdefault("_ipu_pipeline_plans", {})[training] = pipeline
+        if pipeline is not None:
+            if training:
+                self._ipu_install_accumulation(pipeline.accumulation, pipeline.mean)
+            return plan
         accumulation = self._ipu_options()["gradient_accumulation_steps_per_replica"]
         if training and accumulation and accumulation > 1:
             if plan.steps_per_execution % accumulation:
@@ -166,13 +163,15 @@ class KerasExtensions:
 
     # -- gradient accumulation -----------------------------------------------------------
 
-    def _ipu_install_accumulation(self, steps):
+    def _ipu_install_accumulation(self, steps, mean=None):
+        if mean is None:
+            options = self._ipu_options()
+            mean = (options["gradient_accumulation_reduction_method"] != "sum"
+                    or bool(options["experimental_normalize_gradients"]))
         current = self.__dict__.get("_ipu_accumulating")
-        if current is not None and current.steps == steps and current.optimizer is self.optimizer:
+        if (current is not None and current.steps == steps and current.mean == mean
+                and current.optimizer is self.optimizer):
             return
-        options = self._ipu_options()
-        mean = (options["gradient_accumulation_reduction_method"] != "sum"
-                or bool(options["experimental_normalize_gradients"]))
         self.__dict__["_ipu_accumulating"] = _GradientAccumulation(self.optimizer, steps, mean)
         # Keras must rebuild its train function around the accumulating optimizer.
         self.train_function = None
@@ -191,9 +190,27 @@ class KerasExtensions:
     def _ipu_recorded(self, attribute, function):
         if isinstance(function, _RecordedExecution):
             return function
-        recorded = _RecordedExecution(self, function)
+        recorded = _RecordedExecution(self, function, training=attribute == "train_function")
         setattr(self, attribute, recorded)
         return recorded
+
+
+def check_accumulation_arguments(steps, normalize, reduction_method):
+    """The checks shared by ``set_gradient_accumulation_options`` and
+    ``set_pipelining_options``; returns the reduction method's name."""
+    if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool)
+                              or steps < 1):
+        raise ValueError(
+            "Expected `gradient_accumulation_steps_per_replica` to be a positive integer, "
+            "but got {} instead.".format(steps))
+    method = str(getattr(reduction_method, "name", reduction_method)).lower()
+    if method not in ("sum", "mean", "running_mean"):
+        raise ValueError("Unknown gradient_accumulation_reduction_method: {}".format(
+            reduction_method))
+    if normalize and method != "sum":
+        raise ValueError("`experimental_normalize_gradients` can only be used with the "
+                         "'sum' gradient accumulation reduction method.")
+    return method
 
 
 def _reject_keys(kwargs, keys, argument, reason):
@@ -222,18 +239,23 @@ class _steps_per_execution:  # pylint: disable=invalid-name
 class _RecordedExecution:
     """Keras's compiled function; each call is one engine run of steps_per_execution steps."""
 
-    def __init__(self, model, function):
+    def __init__(self, model, function, training=False):
         self._model = model
         self._function = function
+        self._training = training
         self.__name__ = getattr(function, "__name__", "keras_function")
 
     def __call__(self, iterator):
         model = self._model
         steps = model._ipu_steps_per_execution()  # pylint: disable=protected-access
         info = tf2_programs.program_info(self._function, (iterator,), {}, key="keras")
+        batch_bytes = model.__dict__.get("_ipu_batch_bytes", 0)
+        pipeline = model.__dict__.get("_ipu_pipeline_plans", {}).get(self._training)
+        complete = (pipelining.completer(model, self._function, (iterator,), pipeline,
+                                         batch_bytes) if pipeline is not None else None)
         return tf2_programs.execute(
-            info, self._function, (iterator,), iterations=steps,
-            infeed_bytes=model.__dict__.get("_ipu_batch_bytes", 0), outfeed_bytes=None)
+            info, self._function, (iterator,), iterations=steps, infeed_bytes=batch_bytes,
+            outfeed_bytes=None, complete=complete)
 
     def __getattr__(self, name):
         return getattr(self._function, name)
@@ -247,7 +269,7 @@ class _GradientAccumulation:
     def __init__(self, optimizer, steps, mean):
         self.optimizer = optimizer
         self.steps = steps
-        self._mean = mean
+        self.mean = mean
         self._apply = optimizer.__dict__.get("_ipu_original_apply", optimizer.apply_gradients)
         optimizer.__dict__["_ipu_original_apply"] = self._apply
         optimizer.apply_gradients = self.apply_gradients
@@ -269,7 +291,7 @@ class _GradientAccumulation:
         count = self._count.assign_add(1)
 
         def apply_accumulated():
-            scale = 1.0 / self.steps if self._mean else 1.0
+            scale = 1.0 / self.steps if self.mean else 1.0
             self._apply([(total * scale, v) for total, (_, v) in zip(self._sums, pairs)],
                         *args, **kwargs)
             for total in self._sums:
