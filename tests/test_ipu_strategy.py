@@ -1,4 +1,6 @@
 """IPUStrategy (TF2): run() rules and messages, iter(dataset) infeeds, engine-run records."""
+import threading
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -185,6 +187,27 @@ def test_per_step_runs_record_one_iteration_and_their_inputs(strategy):
     assert all(run.input_bytes == BATCH * 4 * 4 + BATCH * 4 for run in runs.runs)
     timeline = runs.simulate(target="ipu2", batch_size=BATCH)
     assert timeline.metrics.engine_runs == 3
+
+
+def test_every_run_traces_in_the_strategys_replica_context_and_leaves_it(strategy):
+    """Runs reuse replica contexts: a trace after earlier runs, and a run from another thread,
+    still happen in this strategy's replica context, and none stays entered afterwards."""
+    traced_in = []
+
+    @tf.function
+    def add_one(x):
+        traced_in.append(tf.distribute.get_replica_context().strategy)
+        return x + 1.0
+
+    results = [strategy.run(add_one, args=(tf.zeros([size]),)) for size in (1, 1, 2, 3)]
+    worker = threading.Thread(target=lambda: results.append(
+        strategy.run(add_one, args=(tf.zeros([4]),))))
+    worker.start()
+    worker.join()
+    assert traced_in == [strategy] * 4, "one trace per new shape, each in the replica context"
+    assert [r.shape[0] for r in results] == [1, 1, 2, 3, 4]
+    assert all(np.all(r.numpy() == 1.0) for r in results)
+    assert tf.distribute.get_replica_context().strategy is not strategy
 
 
 def test_a_jit_function_already_compiled_by_xla_still_runs_as_plain_tensorflow(strategy):

@@ -28,6 +28,7 @@ import sys
 
 import tensorflow as tf
 from tensorflow.python.data.ops import dataset_ops
+from tensorflow.python.distribute import one_device_strategy
 from tensorflow.python.util import nest
 
 from ipu_emulator.runtime import tf2_feeds, tf2_programs
@@ -47,6 +48,8 @@ class IPUStrategyV1(tf.distribute.OneDeviceStrategy):
     def __init__(self, ipu_device="/device:IPU:0", cpu_device="/device:CPU:0",
                  enable_dataset_iterators=True, enable_keras_extensions=True):
         super().__init__(_EXECUTION_DEVICE)
+        self._execution_device = self.extended.worker_devices[0]
+        self._free_replica_contexts = []  # list.pop and append are atomic: no lock needed
         self._ipu_device = ipu_device
         self._cpu_device = cpu_device
         self._enable_iterators = bool(enable_dataset_iterators)
@@ -68,17 +71,21 @@ class IPUStrategyV1(tf.distribute.OneDeviceStrategy):
         if not tf2_programs.is_function(fn):
             raise ValueError(_EAGER_RUN_MESSAGE)
         fn = tf2_programs.without_xla(fn)
-
-        def one_engine_run(*call_args, **call_kwargs):
-            # Checked, traced and costed once per signature; later calls look it up.
-            info = tf2_programs.program_info(fn, call_args, call_kwargs,
-                                             check_inputs=_check_inputs,
-                                             check_outputs=_check_outputs)
-            return tf2_programs.execute(info, fn, call_args, call_kwargs)
-
-        # Straight into the replica context: ``tf.distribute``'s generic ``run`` adds
-        # AutoGraph wrapping and checks that cost more than a small training step.
-        return self.extended._call_for_each_replica(one_engine_run, args, kwargs)  # pylint: disable=protected-access
+        # Straight into the replica context, as ``OneDeviceStrategy`` enters it for each
+        # replica: ``tf.distribute``'s generic ``run`` adds AutoGraph wrapping and checks that
+        # cost more than a small training step.  Making a replica context costs a small
+        # step about 2 %, so used ones are kept for reuse; a run nested in another, or in
+        # another thread, takes its own.
+        free = self._free_replica_contexts
+        context = free.pop() if free else one_device_strategy._OneDeviceReplicaContext(self)  # pylint: disable=protected-access
+        try:
+            with tf.device(self._execution_device), context:
+                # Checked, traced and costed once per signature; later calls look it up.
+                info = tf2_programs.program_info(fn, args, kwargs, check_inputs=_check_inputs,
+                                                 check_outputs=_check_outputs)
+                return tf2_programs.execute(info, fn, args, kwargs)
+        finally:
+            free.append(context)
 
     def experimental_run_v2(self, fn, args=(), kwargs=None, options=None):
         raise RuntimeError(_RUN_V2_MESSAGE)
