@@ -322,3 +322,34 @@ def test_trace_of_accumulation_updates_once_per_accumulation_count():
              if e.kind in ("forward", "exchange", "weight_update")]
     assert kinds == ["forward"] * 3 + ["exchange", "weight_update"] + \
         ["forward"] * 3 + ["exchange", "weight_update"]
+
+
+@pytest.mark.parametrize("with_loop", [True, False], ids=["loop", "no-loop"])
+def test_keras_layers_made_inside_the_program_start_identical_on_every_replica(
+        graph, with_loop):
+    # A Keras layer built inside the computation is made again for each replica; each
+    # replica must get its own copy of replica 0's weights, not fresh random ones.
+    configure(2)
+    infeed = ipu_infeed_queue.IPUInfeedQueue(counting_dataset(4).map(lambda x: (x, x[:1])))
+
+    def step(x, y):
+        prediction = tf.keras.layers.Dense(1)(x[None, :])
+        loss = tf.reduce_mean(tf.square(prediction - y))
+        sgd = tf.compat.v1.train.GradientDescentOptimizer(1e-3)
+        return optimizers.CrossReplicaOptimizer(sgd).minimize(loss)
+
+    if with_loop:
+        run = compile_on_ipu(lambda: loops.repeat(3, step, [], infeed))
+    else:
+        x = tf.fill([4], 1.0)
+        run = compile_on_ipu(lambda: step(x, x[:1]))
+    [kernel] = [v for v in tf.compat.v1.global_variables() if "kernel" in v.op.name]
+    with tf.compat.v1.Session() as sess:
+        sess.run([tf.compat.v1.global_variables_initializer(), infeed.initializer])
+        initial = replication.replica_values(sess, kernel)
+        sess.run(run)
+        trained = replication.replica_values(sess, kernel)
+    assert len(initial) == 2
+    np.testing.assert_array_equal(initial[0], initial[1])
+    np.testing.assert_array_equal(trained[0], trained[1])
+    assert not np.array_equal(initial[0], trained[0])

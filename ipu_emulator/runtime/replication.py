@@ -211,6 +211,9 @@ class ReplicatedBuild:
         # created, and every other replica's walk through them (``_owning_creator``).
         self.created_by_replica0: Optional[variable_creations.VariableCreations] = None
         self.replays: Dict[int, variable_creations.Replay] = {}
+        # Everything replica 0 of the whole program creates (``building``), for a program
+        # without a loop, whose other replicas are the whole computation built again.
+        self.program_creations = variable_creations.VariableCreations()
         # Built at a program's first run (``late_compile``): the initial weights are already
         # in replica 0's variables, so each new copy is later set from its variable's value
         # (``late_copies``) instead of from the variable's initialiser.
@@ -302,17 +305,14 @@ class ReplicatedBuild:
         slots = [list(carried[i * width:(i + 1) * width]) for i in range(self.num_ipus)]
         tensors, operations = [], []
         try:
-            with self.replica(0):
-                first, first_ops = build_one(slots[0])
-            replicas = self.resolve()
+            with self._variables_of_replica0():
+                first, first_ops, others = self._step_replicas(build_one, slots)
             tensors.extend(first)
             operations.extend(first_ops)
-            for index in range(1, replicas):
-                with self.replica(index):
-                    values, ops = build_one(slots[index])
+            for values, ops in others:
                 tensors.extend(values)
                 operations.extend(ops)
-            for index in range(replicas, self.num_ipus):
+            for index in range(len(others) + 1, self.num_ipus):
                 tensors.extend(tf.identity(v) for v in slots[index])
             self.finish_pending()
             # TensorFlow only runs what a fetch needs, and fetches see replica 0's values:
@@ -323,6 +323,31 @@ class ReplicatedBuild:
             self.in_step = False
         return tensors, operations
 
+    def _step_replicas(self, build_one, slots):
+        with self.replica(0):
+            first, first_ops = build_one(slots[0])
+        others = []
+        for index in range(1, self.resolve()):
+            with self.replica(index):
+                others.append(build_one(slots[index]))
+        return first, first_ops, others
+
+    @contextlib.contextmanager
+    def _variables_of_replica0(self, creations=None):
+        """While the replicas of one region (a loop iteration, a pipeline's micro-batch, a
+        whole loop-less program) are built, replica 0 logs the variables it creates and the
+        other replicas are handed those (each through its own copy) when their code creates
+        them anew, as Keras layers built inside the region do.  Without this, a replica's
+        Keras layers would start from fresh random weights."""
+        saved = self.created_by_replica0, self.replays
+        self.created_by_replica0 = (creations if creations is not None
+                                    else variable_creations.VariableCreations())
+        self.replays = {}
+        try:
+            yield
+        finally:
+            self.created_by_replica0, self.replays = saved
+
     @contextlib.contextmanager
     def lock_step(self):
         """Build one iteration of every replica of an outermost loop that builds its
@@ -330,24 +355,21 @@ class ReplicatedBuild:
         self.in_step = True
         self.loop_replicated = True
         self.last_dequeue = {}
-        # The replicas of a pipeline share replica 0's variables (each through its own
-        # copy), however the stages make them.
-        self.created_by_replica0 = variable_creations.VariableCreations()
-        self.replays = {}
         try:
-            yield
+            with self._variables_of_replica0():
+                yield
         finally:
             self.in_step = False
-            self.created_by_replica0, self.replays = None, {}
 
     def replicate_program(self, build_copy, replica0_outputs):
         """A program without a loop: build the other replicas of the whole computation and
         make replica 0's outputs depend on them (so one run executes every replica)."""
         replicas = self.resolve()
         others = []
-        for index in range(1, replicas):
-            with self.replica(index):
-                others.append(build_copy())
+        with self._variables_of_replica0(self.program_creations):
+            for index in range(1, replicas):
+                with self.replica(index):
+                    others.append(build_copy())
         self.finish_pending()
         if not others:
             return replica0_outputs
@@ -577,7 +599,8 @@ def building(build: Optional[ReplicatedBuild]):
     if build is None:
         yield
         return
-    with build.replica(0):
+    with tf.compat.v1.variable_creator_scope(build.program_creations.recording_creator()), \
+            build.replica(0):
         yield
 
 
