@@ -101,7 +101,7 @@ def test_every_mapped_module_imports_under_the_runner_machinery():
     (nn_ops, "ctc_loss_v2", "tensorflow.python.ipu.nn_ops.ctc_loss_v2"),
     (embedding_ops, "create_host_embedding", "host embeddings"),
     (ipu.keras.layers, "GroupNorm", "tensorflow.python.ipu.keras.layers.GroupNorm"),
-    (ipu.keras, "PipelineStage", "tensorflow.python.ipu.keras.PipelineStage"),
+    (ipu.keras, "PipelineModel", "tensorflow.python.ipu.keras.PipelineModel"),
     (ipu.keras, "Sequential", "tensorflow.python.ipu.keras.Sequential"),
     (ipu.utils, "extract_all_strings_from_event_trace",
      "tensorflow.python.ipu.utils.extract_all_strings_from_event_trace"),
