@@ -94,11 +94,7 @@ def while_loop(condition, body, inputs=None, infeed_queue=None, maximum_iteratio
                 next_count = trip_count + 1
             return [next_count] + tensors
 
-    # A graph built by hand gets a v1 loop even in TF2 mode (see tf1_control_flow); a
-    # tf.function keeps TensorFlow's choice.
-    control_flow = (contextlib.nullcontext() if graph.building_function
-                    else tf1_control_flow())
-    with control_flow:
+    with control_flow_of(graph):
         results = tf.compat.v1.while_loop(
             loop_condition, loop_body, [tf.constant(0, dtype=tf.int32)] + loop_vars,
             maximum_iterations=maximum_iterations, parallel_iterations=1)
@@ -114,6 +110,12 @@ def while_loop(condition, body, inputs=None, infeed_queue=None, maximum_iteratio
     if len(carried) == 1:
         return carried[0]
     return carried
+
+
+def control_flow_of(graph):
+    """The control flow to build in ``graph``: a graph built by hand gets v1 loops even in
+    TF2 mode (see ``tf1_control_flow``); a tf.function keeps TensorFlow's choice."""
+    return contextlib.nullcontext() if graph.building_function else tf1_control_flow()
 
 
 @contextlib.contextmanager

@@ -54,7 +54,7 @@ import tensorflow as tf
 from tensorflow.python.util import nest
 
 from ipu_emulator import record, system
-from ipu_emulator.ipu import ipu_infeed_queue, ipu_outfeed_queue
+from ipu_emulator.ipu import ipu_infeed_queue, ipu_outfeed_queue, loops
 from ipu_emulator.ipu.gradient_accumulation import (GradientAccumulationReductionMethod,
                                                    accumulator_dtype)
 from ipu_emulator.runtime import graph_costs, model_parallel, programs, shards
@@ -394,6 +394,9 @@ class _PipelineBuilder:
         self.gradient_buffers = []  # one accumulator per trained variable
         self.outfeed_buffers = []  # sums of an accumulated outfeed
         self.graph = tf.compat.v1.get_default_graph()
+        # The stages are built in the name scope pipeline() was called from, as loop bodies
+        # are (loops.py): their variables get the names the same layers get unpipelined.
+        self.enclosing_scope = self.graph.get_name_scope()
         self.first_op_id = None
         # Replication (``_replicated_micro_batch``): the build, R, the replica being built,
         # and its end-of-pass work waiting for the shared branch.
@@ -418,7 +421,8 @@ class _PipelineBuilder:
             return counter < total
 
         def body(counter):
-            with programs.loop_body():
+            with programs.loop_body(), \
+                    loops.enclosing_name_scope(self.graph, self.enclosing_scope):
                 done = (self._micro_batch(counter) if self.replicas == 1
                         else self._replicated_micro_batch(counter))
             with tf.control_dependencies(done):
@@ -426,7 +430,9 @@ class _PipelineBuilder:
 
         with tf.control_dependencies(guards):
             start = tf.constant(0, dtype=tf.int32)
-        counter = tf.compat.v1.while_loop(condition, body, [start], parallel_iterations=1)
+        with loops.control_flow_of(self.graph):
+            counter = tf.compat.v1.while_loop(condition, body, [start],
+                                              parallel_iterations=1)
         program = programs.current_program()
         if program is not None and outermost:
             program.trip_counters.append(counter)
@@ -465,7 +471,6 @@ class _PipelineBuilder:
         args, kwargs = list(self.inputs), {}
         self.stage_input_bytes[0] = _tensor_bytes(self.inputs)
         if self.infeed_queue is not None:
-            from ipu_emulator.ipu import loops
             args, kwargs = loops._append_infeed_element(  # pylint: disable=protected-access
                 args, self.infeed_queue._dequeue())  # pylint: disable=protected-access
         for k, stage in enumerate(self.stages):
