@@ -205,6 +205,15 @@ def test_stages_need_the_ipus_they_are_mapped_to(strategy):
         with pytest.raises(ValueError) as caught:
             model.fit(dataset(), verbose=0)
         assert str(caught.value) == "Each stage must be mapped to an IPU: 3 mappings != 2 stages"
+        model.set_pipelining_options(
+            gradient_accumulation_steps_per_replica=4,
+            forward_propagation_stages_poplar_options=[pipelining_ops.PipelineStageOptions()])
+        with pytest.raises(ValueError) as caught:
+            model.fit(dataset(), verbose=0)
+        assert str(caught.value) == (
+            "forward_propagation_stages_poplar_options must be a list or a tuple of "
+            "PipelineStageOptions objects of length 2 (same number as the number of "
+            "computational stages) but is 1.")
         model.set_pipeline_stage_assignment([0, 0])
         model.set_pipelining_options(gradient_accumulation_steps_per_replica=4)
         with pytest.raises(ValueError) as caught:
@@ -286,3 +295,13 @@ def test_recorded_run_simulates_a_pipeline_over_two_ipus(strategy):
     for lane in ("IPU0", "IPU1"):
         kinds = {event.kind for event in timeline.events if event.lane == lane}
         assert {"forward", "backward"} <= kinds, (lane, kinds)
+    # Inference: one pass of the execution's 16 micro-batches, forward only.
+    with strategy.scope():
+        model.evaluate(dataset(), verbose=0)
+    run = record.last_runs(1).runs[0]
+    assert not run.pipeline.training and run.pipeline.gradient_accumulation_count == 16
+    assert all(stage.backward_flops == 0 for stage in run.stages)
+    timeline = record.last_runs(1).simulate()
+    assert timeline.lanes == ["host", "IPU0", "IPU1"]
+    assert {e.kind for e in timeline.events if e.lane == "IPU1"} & {"forward", "backward"} == {
+        "forward"}

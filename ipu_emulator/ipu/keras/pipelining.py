@@ -395,6 +395,10 @@ def plan(model, steps_per_execution, training):
                          % (len(mapping), num_stages))
     if any(ipu < 0 for ipu in mapping):
         raise ValueError("Expected `device_mapping` to be a list of integers.")
+    from ipu_emulator.ipu.ops import pipelining_ops
+    for what in ("forward_propagation_stages_poplar_options",
+                 "backward_propagation_stages_poplar_options"):
+        pipelining_ops._check_stage_options(kwargs.get(what), what, num_stages)  # pylint: disable=protected-access
     if schedule == "interleaved" and training and len(set(mapping)) != len(mapping):
         raise NotImplementedError(
             "The pipelining schedule 'Interleaved' does not currently support multiple "
@@ -470,37 +474,41 @@ def _measure_stages(model, function, args, pipeline_plan, batch_bytes):
     """One ``StageCost`` per stage.  Ops under a layer's name scope (``model/layer/...``,
     forward or its gradient) belong to that layer's stage; the loss and metrics to the last
     stage (where the SDK computes them); the weight update is shared by the stages in
-    proportion to the weights they hold (an optimizer's ops do not name the layer)."""
+    proportion to the weights they hold (an optimizer's ops do not name the layer).  In
+    training the model accumulates gradients (see ``extensions``): the update is the branch
+    taken once per accumulation."""
     layer_stages = pipeline_plan.layer_stages
     num_stages = len(pipeline_plan.settings.device_mapping)
     concrete = function.get_concrete_function(*args)
     body = tf2_programs._loop_body_graph(concrete.graph)  # pylint: disable=protected-access
     ops, in_branch = _ops_with_branches(body if body is not None else concrete.graph)
-    stage_of_op = {op.name: _stage_of(op.name, model.name, layer_stages, num_stages)
-                   for op in ops}
+    stage_of_op = _stages_of_ops(ops, model.name, layer_stages, num_stages)
     accumulating = pipeline_plan.settings.training
     flops = [{"forward": 0.0, "backward": 0.0} for _ in range(num_stages)]
     traffic = [{"forward": 0.0, "backward": 0.0} for _ in range(num_stages)]
     activations = [0] * num_stages
     crossing = [0] * num_stages
-    update_flops = update_bytes = 0.0
+    update_flops = 0.0
     for op in ops:
         work = graph_costs.op_flops(op)
         if work <= 0:
             continue
         phase = tf2_programs.phase_of(op)
-        if accumulating and phase == "weight_update" and op not in in_branch:
-            # Adding a micro-batch's gradients to the accumulators: part of each backward
-            # pass; the update itself runs in the branch taken once per accumulation.
-            phase = "backward"
-        moved = sum(graph_costs._bytes(t) for t in list(op.inputs) + list(op.outputs))  # pylint: disable=protected-access
-        if phase == "weight_update":
+        if accumulating:
+            # The update runs in the branch taken once per accumulation (scaling the sums
+            # included); adding a micro-batch's gradients to the sums is part of each
+            # backward pass.
+            if op in in_branch:
+                phase = "weight_update"
+            elif phase == "weight_update":
+                phase = "backward"
+        if phase == "weight_update":  # its bytes: the simulator counts them from the weights
             update_flops += work
-            update_bytes += moved
             continue
         stage = stage_of_op[op.name]
         flops[stage][phase] += work
-        traffic[stage][phase] += moved
+        traffic[stage][phase] += sum(graph_costs._bytes(t)  # pylint: disable=protected-access
+                                     for t in list(op.inputs) + list(op.outputs))
         if phase == "forward":
             activations[stage] += sum(graph_costs._bytes(t) for t in op.outputs)  # pylint: disable=protected-access
             for tensor in op.outputs:  # sent on to a later stage's forward pass
@@ -519,7 +527,7 @@ def _measure_stages(model, function, args, pipeline_plan, batch_bytes):
             forward_flops=flops[k]["forward"], backward_flops=flops[k]["backward"],
             weight_update_flops=update_flops * share,
             forward_bytes_accessed=traffic[k]["forward"],
-            backward_bytes_accessed=traffic[k]["backward"] + update_bytes * share,
+            backward_bytes_accessed=traffic[k]["backward"],
             parameter_bytes=weights[k], optimizer_state_bytes=int(state * share),
             activation_bytes=activations[k],
             input_bytes=int(batch_bytes) if k == 0 else crossing[k - 1],
@@ -527,12 +535,27 @@ def _measure_stages(model, function, args, pipeline_plan, batch_bytes):
     return tuple(stages)
 
 
-def _stage_of(op_name, model_name, layer_stages, num_stages):
-    parts = op_name.split("/")
-    for i, part in enumerate(parts[:-1]):
-        if part == model_name and parts[i + 1] in layer_stages:
-            return layer_stages[parts[i + 1]]
-    return num_stages - 1
+def _stages_of_ops(ops, model_name, layer_stages, num_stages):
+    """{op name: stage}.  An op under a layer's scope is in the layer's stage.  Another op
+    that is not forward (adding a layer's gradient to its accumulator) goes with the first
+    of its inputs that is in a stage; the rest (loss, metrics) run in the last stage."""
+    scoped = {}
+    for op in ops:
+        parts = op.name.split("/")
+        for i, part in enumerate(parts[:-1]):
+            if part == model_name and parts[i + 1] in layer_stages:
+                scoped[op.name] = layer_stages[parts[i + 1]]
+                break
+    stages = dict(scoped)
+    for op in ops:
+        if op.name in stages:
+            continue
+        stage = num_stages - 1
+        if tf2_programs.phase_of(op) != "forward":
+            found = [scoped[t.op.name] for t in op.inputs if t.op.name in scoped]
+            stage = found[0] if found else stage
+        stages[op.name] = stage
+    return stages
 
 
 def _ops_with_branches(graph, depth=0, branch=False):
