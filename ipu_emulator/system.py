@@ -45,6 +45,9 @@ class SystemConfiguration:
     allow_recompute: bool = False
     selection_order: str = "AUTO"  # name of a config.SelectionOrder member
     poplar_options: dict = field(default_factory=dict)  # compilation_poplar_options
+    # DeviceConnectionType.PRE_COMPILE: programs compile for a device that is never
+    # attached, and every execution returns zeros (runtime/session_hook.py).
+    pre_compile: bool = False
 
 
 _lock = threading.Lock()

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from ipu_emulator.ipu import ipu_compiler, scopes
+from ipu_emulator.ipu import config, ipu_compiler, scopes
 
 IPU = "/device:IPU:0"
 
@@ -162,3 +162,30 @@ def test_ipu_scope_makes_resource_variables(graph):
 def test_contrib_era_ops_ipu_scope_is_the_same_scope():
     from ipu_emulator.ipu import ops
     assert ops.ipu_scope is scopes.ipu_scope
+
+
+def test_pre_compile_executions_return_zeros_and_change_nothing(fresh_ipu_system, graph):
+    cfg = config.IPUConfig()
+    cfg.auto_select_ipus = 1
+    cfg.device_connection.type = config.DeviceConnectionType.PRE_COMPILE
+    cfg.device_connection.version = "ipu2"
+    cfg.configure_ipu_system()
+    weight = tf.compat.v1.get_variable("w", [], initializer=tf.compat.v1.ones_initializer(),
+                                       use_resource=True)
+
+    def step(x):
+        loss = tf.reduce_sum(x * weight)
+        with tf.control_dependencies([weight.assign_add(1.0)]):
+            return [tf.identity(loss), tf.fill([2, 3], 7.0)]
+
+    x = tf.compat.v1.placeholder(tf.float32, [4])
+    with scopes.ipu_scope("/device:IPU:0"):
+        loss, block = ipu_compiler.compile(step, [x])
+    with tf.compat.v1.Session() as sess:
+        sess.run(weight.initializer)
+        result = sess.run({"loss": loss, "block": block, "host": weight.read_value()},
+                          {x: np.ones(4, np.float32)})
+        assert sess.run(weight) == 1.0  # the program never ran
+    assert result["loss"] == 0.0 and result["loss"].dtype == np.float32
+    np.testing.assert_array_equal(result["block"], np.zeros((2, 3), np.float32))
+    assert result["host"] == 1.0  # fetches outside the program run as usual

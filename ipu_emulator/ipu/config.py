@@ -906,6 +906,7 @@ def _system_configuration_from(opts: IpuOptions) -> system.SystemConfiguration:
         allow_recompute=opts.speed_size_config.allow_recompute,
         selection_order=opts.selection_order.name,
         poplar_options=dict(opts.compilation_options),
+        pre_compile=opts.device_connection_type == DeviceConnectionType.PRE_COMPILE,
     )
 
 

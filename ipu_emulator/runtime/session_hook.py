@@ -16,11 +16,12 @@ from __future__ import annotations
 import functools
 import time
 
+import numpy as np
 import tensorflow as tf
 from tensorflow.python.client import session as tf_session
 from tensorflow.python.util import nest
 
-from ipu_emulator import record
+from ipu_emulator import record, system
 from . import late_compile, model_parallel, programs, replication
 
 _INFEED_NOT_CREATED = ("Trying to access an infeed dataset iterator which has not been "
@@ -106,6 +107,11 @@ def _run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         if not _outfeed_has_run(outfeed, state) and outfeed.outfeed_mode.value == "all":
             outfeed.warn_dequeue_before_run()
 
+    if found.programs and system.current().pre_compile:
+        for program in found.programs:  # compiled (and checked) once, never executed
+            state["program_runs"][program.name] = state["program_runs"].get(program.name, 0) + 1
+        return _pre_compiled(self, fetches, found, feed_dict, options, run_metadata)
+
     counters = [c for p in found.programs for c in p.trip_counters]
     started = time.perf_counter()
     try:
@@ -133,6 +139,29 @@ def _compile_for_device(graph, fetches, found):
         return fetches, found
     fetches = late_compile.substitute(graph, fetches)
     return fetches, _classify(graph, fetches)
+
+
+def _pre_compiled(session, fetches, found, feed_dict, options, run_metadata):
+    """``DeviceConnectionType.PRE_COMPILE``: the SDK compiles the programs but has no device
+    to run them on, so each execution returns zeros (IPU_API.md 1.2) and changes nothing.
+    Other fetches in the same call run as usual."""
+    registry = programs.registry(session.graph)
+    flat = nest.flatten(fetches)
+    results, others = [None] * len(flat), []
+    for index, item in enumerate(flat):
+        element = session.graph.as_graph_element(item) if isinstance(item, str) else item
+        if registry.program_by_fetch.get(element.name) in found.programs:
+            if isinstance(element, tf.Tensor):
+                shape = [d if d is not None else 0 for d in element.shape.as_list()]
+                results[index] = np.zeros(shape, element.dtype.as_numpy_dtype)
+        else:
+            others.append(index)
+    if others:
+        values = _original_run(session, [flat[i] for i in others], feed_dict, options,
+                               run_metadata)
+        for index, value in zip(others, values):
+            results[index] = value
+    return nest.pack_sequence_as(fetches, results)
 
 
 def _check_before_run(program, state):
