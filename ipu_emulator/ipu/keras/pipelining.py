@@ -58,10 +58,7 @@ class PipelineStage:
 
     def __enter__(self):
         _install_node_hook()
-        stack = _stack()
-        if stack:
-            raise ValueError("Pipeline stages must not be nested.")
-        stack.append(self._stage)
+        _stack().append(self._stage)  # nested: the innermost stage wins
         return self
 
     def __exit__(self, *exc):
