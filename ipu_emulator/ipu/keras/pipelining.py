@@ -35,6 +35,7 @@ import tensorflow as tf
 
 from ipu_emulator import record, schedules, system
 from ipu_emulator.costs import StageCost
+from ipu_emulator.ipu.ops import pipelining_ops
 from ipu_emulator.runtime import graph_costs, tf2_programs
 from ipu_emulator.schedules import PipelineConfigurationError
 
@@ -392,7 +393,6 @@ def plan(model, steps_per_execution, training):
                          % (len(mapping), num_stages))
     if any(ipu < 0 for ipu in mapping):
         raise ValueError("Expected `device_mapping` to be a list of integers.")
-    from ipu_emulator.ipu.ops import pipelining_ops
     for what in ("forward_propagation_stages_poplar_options",
                  "backward_propagation_stages_poplar_options"):
         pipelining_ops._check_stage_options(kwargs.get(what), what, num_stages)  # pylint: disable=protected-access
@@ -429,7 +429,6 @@ def plan(model, steps_per_execution, training):
 def _schedule(kwargs):
     """The schedule's name (``schedules.SCHEDULE_NAMES``) from ``pipeline_schedule``, after
     the checks ``pipeline`` makes of its keyword arguments."""
-    from ipu_emulator.ipu.ops import pipelining_ops
     inspect.signature(pipelining_ops.pipeline).bind_partial(**kwargs)  # unknown keys: TypeError
     schedule = kwargs.get("pipeline_schedule")
     if schedule is None:
@@ -453,7 +452,9 @@ def completer(model, function, args, pipeline_plan, batch_bytes):
     """``complete(run)`` for ``tf2_programs.execute``: the run with the pipeline's settings
     and the cost of each stage, measured from the graph of Keras's compiled function."""
     per_function = _stage_costs.setdefault(function, {})
-    key = (pipeline_plan.settings.training, tuple(sorted(pipeline_plan.layer_stages.items())))
+    # The same function traced for another batch size costs differently: the key has it.
+    key = (pipeline_plan.settings.training, tuple(sorted(pipeline_plan.layer_stages.items())),
+           batch_bytes)
 
     def complete(run):
         stages = per_function.get(key)
