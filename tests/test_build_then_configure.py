@@ -95,6 +95,23 @@ def test_shards_built_before_configuring_too_few_ipus_fail_with_the_backend_mess
         "shards needs to divide the number of IPUs.")
 
 
+def test_a_second_device_built_for_before_configuring_runs_on_its_own_ipus(graph):
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [4, 3])
+        with ipu.scopes.ipu_scope("/device:IPU:1"):
+            [loss] = ipu.ipu_compiler.compile(two_shard_model, [x])
+    cfg = ipu.config.IPUConfig()
+    cfg.auto_select_ipus = [2, 2]  # /device:IPU:0 and /device:IPU:1, two IPUs each
+    cfg.configure_ipu_system()
+    with tf.compat.v1.Session(graph=graph) as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        _, ran_on = devices_ops_ran_on(sess, loss, {x: X})
+    # The program was built again for IPUs 2 and 3 (the CPU devices after IPU:0's two).
+    matmuls = sorted((name, sorted(devices)) for name, devices in ran_on.items()
+                     if name.split("/")[-1].startswith("MatMul") and "gradients" not in name)
+    assert [devices for _, devices in matmuls] == [["device:CPU:2"], ["device:CPU:3"]]
+
+
 # --- the tutorial's own layout, through the runner ------------------------------------------
 
 def run_layout(tmp_path, *args):

@@ -11,7 +11,7 @@ convention, and registers the program so each ``sess.run`` is recorded as an eng
 import tensorflow as tf
 from tensorflow.python.util import nest
 
-from ipu_emulator.runtime import programs, replication, variable_creations
+from ipu_emulator.runtime import programs, replication, shards, variable_creations
 from . import scopes
 
 _NOT_PLACED_MESSAGE = (
@@ -55,6 +55,7 @@ def _build_program(computation, packed_inputs, flat_inputs, ordinal):
         name=programs.new_program_name(), graph=graph,
         device_ordinal=ordinal if ordinal is not None else 0,
         input_tensors=flat_inputs)
+    program.cpu_offset = shards.cpu_offset(program.device_ordinal)
     first_new_op = len(graph.get_operations())
     replicated = replication.start(program, ordinal)
     with programs.building(program), replication.building(replicated):

@@ -9,7 +9,8 @@ configure the IPUs just before opening the session.
 The emulator builds the computation into the TensorFlow graph when ``compile`` is called
 (its ops are the real numerics), so such a program was built without knowing its device.
 At the program's first run (``session_hook``), if the device now gives it another
-replication factor than the one it was built with, it is built again (``program.rebuild``,
+replication factor than the one it was built with (or, for ``/device:IPU:1`` onwards, other
+IPUs), it is built again (``program.rebuild``,
 provided by ``ipu_compiler``), with the same variables, and runs in place of the first
 build from then on: every fetch of the old program or of its outfeed dequeues is swapped
 for the new one's.  The new replicas' copies of the weights are set from the weights'
@@ -43,10 +44,15 @@ def _device_replication_factor(program):
 
 
 def needs_rebuild(program) -> bool:
+    """Does the device configured now give ``program`` other replicas, or other IPUs (a
+    device after ``/device:IPU:0`` built for before the system was configured)?"""
     if program.rebuild is None or program.replicas_from_feeds:
         return False
     factor = _device_replication_factor(program)
-    return factor is not None and factor != program.replication_factor
+    if factor is None:
+        return False
+    return (factor != program.replication_factor
+            or shards.cpu_offset(program.device_ordinal) != program.cpu_offset)
 
 
 def program_for_device(program):

@@ -47,6 +47,7 @@ class CompiledProgram:
     # fetch}); ``replaced_by`` is that program.  A late build's replica copies, and any
     # variable it made anew, are set once per session by ``late_initializer``.
     rebuild: object = None
+    cpu_offset: int = 0  # first CPU device its IPUs were placed on (shards.cpu_offset)
     replaced_by: object = None
     late_copies: list = field(default_factory=list)
     late_initializer: object = None
