@@ -49,7 +49,7 @@ class IPUStrategyV1(tf.distribute.OneDeviceStrategy):
                  enable_dataset_iterators=True, enable_keras_extensions=True):
         super().__init__(_EXECUTION_DEVICE)
         self._execution_device = self.extended.worker_devices[0]
-        self._free_replica_contexts = []  # list.pop and append are atomic: no lock needed
+        self._free_run_scopes = []  # list.pop and append are atomic: no lock needed
         self._ipu_device = ipu_device
         self._cpu_device = cpu_device
         self._enable_iterators = bool(enable_dataset_iterators)
@@ -71,21 +71,23 @@ class IPUStrategyV1(tf.distribute.OneDeviceStrategy):
         if not tf2_programs.is_function(fn):
             raise ValueError(_EAGER_RUN_MESSAGE)
         fn = tf2_programs.without_xla(fn)
-        # Straight into the replica context, as ``OneDeviceStrategy`` enters it for each
-        # replica: ``tf.distribute``'s generic ``run`` adds AutoGraph wrapping and checks that
-        # cost more than a small training step.  Making a replica context costs a small
-        # step about 2 %, so used ones are kept for reuse; a run nested in another, or in
-        # another thread, takes its own.
-        free = self._free_replica_contexts
-        context = free.pop() if free else one_device_strategy._OneDeviceReplicaContext(self)  # pylint: disable=protected-access
+        # Straight into the device and replica context, as ``OneDeviceStrategy`` enters them
+        # for each replica: ``tf.distribute``'s generic ``run`` adds AutoGraph wrapping and
+        # checks that cost more than a small training step.  Making the two contexts costs a
+        # small step about 3 %, so used ones are kept for reuse; a run nested in another, or
+        # in another thread, takes its own pair.
+        free = self._free_run_scopes
+        device, replica = free.pop() if free else (
+            tf.device(self._execution_device),
+            one_device_strategy._OneDeviceReplicaContext(self))  # pylint: disable=protected-access
         try:
-            with tf.device(self._execution_device), context:
+            with device, replica:
                 # Checked, traced and costed once per signature; later calls look it up.
                 info = tf2_programs.program_info(fn, args, kwargs, check_inputs=_check_inputs,
                                                  check_outputs=_check_outputs)
                 return tf2_programs.execute(info, fn, args, kwargs)
         finally:
-            free.append(context)
+            free.append((device, replica))
 
     def experimental_run_v2(self, fn, args=(), kwargs=None, options=None):
         raise RuntimeError(_RUN_V2_MESSAGE)
