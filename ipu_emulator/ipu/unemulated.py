@@ -63,6 +63,10 @@ MODULES = {
     "ops.application_compile_op": (_P + "ops.application_compile_op", [
         "experimental_application_compile_op"], False),
     "ops.control_flow_ops": (_P + "ops.control_flow_ops", ["barrier"], False),
+    "ops.experimental": (_P + "ops.experimental", [], True),
+    "ops.experimental.popfloat_cast_to_gfloat": (
+        _P + "ops.experimental.popfloat_cast_to_gfloat", [
+            "calc_gfloat_params", "cast_native_to_gfloat", "cast_gfloat_to_native"], False),
     "optimizers.automatic_loss_scaling_optimizer": (
         _P + "optimizers.automatic_loss_scaling_optimizer", [
             "AutomaticLossScalingOptimizer"], False),
