@@ -185,6 +185,7 @@ def train_replicated_keras_pipeline(configure_first):
         if configure_first:
             configure_ipus(4)
         tf.compat.v1.set_random_seed(1)
+        tf.compat.v1.train.get_or_create_global_step()  # a host-side (ref) variable as well
         x = np.random.RandomState(0).randn(64, 6).astype(np.float32)
         y = (np.arange(64) % 3).astype(np.int32)
         data = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(4, drop_remainder=True)

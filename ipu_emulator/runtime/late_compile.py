@@ -63,13 +63,12 @@ def program_for_device(program):
     if not needs_rebuild(program):
         return program
     graph = program.graph
-    variables_before = set(_variable_handles(graph))
+    variables_before = {v.op.name for v in _all_variables(graph)}
     with replication.compiling_late():
         new_program, replaced = program.rebuild()
     program.replaced_by = new_program
     programs.registry(graph).replaced_fetches.update(replaced)
-    made_anew = [v for v in _all_variables(graph)
-                 if v.handle.op.name not in variables_before]
+    made_anew = [v for v in _all_variables(graph) if v.op.name not in variables_before]
     new_program.late_initializer = _late_initializer(graph, new_program.late_copies, made_anew)
     return new_program
 
@@ -93,10 +92,6 @@ def substitute(graph, fetches):
 def _all_variables(graph):
     keys = (tf.compat.v1.GraphKeys.GLOBAL_VARIABLES, tf.compat.v1.GraphKeys.LOCAL_VARIABLES)
     return [v for key in keys for v in graph.get_collection(key)]
-
-
-def _variable_handles(graph):
-    return [v.handle.op.name for v in _all_variables(graph)]
 
 
 def _late_initializer(graph, copies, made_anew):
