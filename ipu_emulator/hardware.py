@@ -161,6 +161,19 @@ IPU21 = IPUTarget(
 )
 
 TARGETS: Dict[str, IPUTarget] = {t.name: t for t in (IPU1, IPU2, IPU21)}
+IPU_VERSIONS = tuple(TARGETS)  # ("ipu1", "ipu2", "ipu21"): what --ipu-version and the widgets offer
+
+
+def next_power_of_two(count: int) -> int:
+    """The smallest multi-IPU device that holds ``count`` IPUs: devices come in sizes 1, 2,
+    4, 8, ... (IPU_API.md 1.4), so shards and stages round up to one of them.
+
+    >>> [next_power_of_two(n) for n in (1, 2, 3, 5)]
+    [1, 2, 4, 8]
+    """
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise ValueError(f"count must be a positive integer, got {count!r}")
+    return 1 << (count - 1).bit_length()
 
 
 def get_target(name) -> IPUTarget:

@@ -62,8 +62,8 @@ from .schedules import (BACKWARD, FORWARD, RECOMPUTE, UPDATE, WEIGHT_GRAD, Actio
                         PipelineConfigurationError, Schedule)
 from .timeline import (CLOCK, COMPUTE_KINDS, HOST_LANE, UNIT_CLOCK, Event, Metrics, Timeline,
                        TimelineBuilder, allreduce_seconds, busy_time, compute_seconds,
-                       ipu_lane, ipu_link_seconds, launch_engine_run, prepare_host_batch,
-                       stream_copy_seconds)
+                       format_bytes, ipu_lane, ipu_link_seconds, ipu_of_lane,
+                       launch_engine_run, prepare_host_batch, stream_copy_seconds)
 
 EVENT_KIND = {FORWARD: "forward", BACKWARD: "backward", WEIGHT_GRAD: "backward",
               RECOMPUTE: "recompute", UPDATE: "weight_update"}
@@ -125,15 +125,6 @@ def unit_action_time(kind: str, split_backward: bool) -> float:
 def streaming_memory_seconds(nbytes: float, target: IPUTarget, host: HostModel) -> float:
     """One copy between an IPU and its streaming memory (same fixed cost as a stream copy)."""
     return host.stream_copy_latency_s + nbytes / target.streaming_memory_bandwidth
-
-
-def format_bytes(n: float, reference: float = 0.0) -> str:
-    """``format_bytes(1.2e9) == '1.2 GB'``; ``reference`` picks the unit of a comparison."""
-    size = max(n, reference)
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if size >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{int(n)} B"
 
 
 def out_of_memory_message(ipu: int, required: float, available: float) -> str:
@@ -493,10 +484,6 @@ class _PipelineRun:
                                  {"bytes": nbytes})
         self._flows(label, src, dst, ready, end)
         return end
-
-
-def ipu_of_lane(lane: str) -> Optional[int]:
-    return int(lane[3:]) if lane.startswith("IPU") and lane[3:].isdigit() else None
 
 
 # --- metrics --------------------------------------------------------------------------

@@ -22,6 +22,8 @@ import os
 import runpy
 import sys
 
+from ipu_emulator import hardware
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tf1", action="store_true",
@@ -30,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seed TensorFlow's graph, NumPy and Python for repeatable runs")
     parser.add_argument("--trace", metavar="FILE", default=None,
                         help="write the simulated IPU trace of all engine runs (Chrome-trace JSON)")
-    parser.add_argument("--ipu-version", default="ipu2", choices=("ipu1", "ipu2", "ipu21"),
+    parser.add_argument("--ipu-version", default="ipu2", choices=hardware.IPU_VERSIONS,
                         help="IPU generation the trace is simulated for (default ipu2)")
     parser.add_argument("--quiet", action="store_true", help="no summary line at the end")
     parser.add_argument("script", help="the Python script to run")

@@ -64,6 +64,26 @@ def ipu_lane(ipu: int) -> str:
     return f"IPU{ipu}"
 
 
+def ipu_of_lane(lane: str) -> Optional[int]:
+    """The IPU a lane stands for: ``ipu_of_lane("IPU3") == 3``; None for the host lane."""
+    if lane.startswith("IPU") and lane[3:].isdigit():
+        return int(lane[3:])
+    return None
+
+
+def format_bytes(n: float, reference: float = 0.0) -> str:
+    """``format_bytes(1.2e9) == '1.2 GB'``; ``reference`` picks the unit of a comparison.
+
+    >>> format_bytes(1.2e9), format_bytes(0.9e9, 1.2e9), format_bytes(512)
+    ('1.2 GB', '0.9 GB', '512 B')
+    """
+    size = max(n, reference)
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{int(n)} B"
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     """One slice of a lane: something the host or an IPU did from ``start`` to ``end``.
@@ -298,7 +318,7 @@ class TimelineBuilder:
     def __init__(self, lanes: Lanes):
         self.lanes = list(lanes)
         self._free: Dict[str, float] = {lane: 0.0 for lane in self.lanes}
-        self._ipu_of = {lane: _ipu_index(lane) for lane in self.lanes}
+        self._ipu_of = {lane: ipu_of_lane(lane) for lane in self.lanes}
         self.events: List[Event] = []
         self.counters: List[CounterSample] = []
         self.flows: List[Flow] = []
@@ -356,12 +376,6 @@ class TimelineBuilder:
 
     def flow(self, name: str, from_lane: str, from_time: float, to_lane: str, to_time: float):
         self.flows.append(Flow(name, from_lane, from_time, to_lane, to_time))
-
-
-def _ipu_index(lane: str) -> Optional[int]:
-    if lane.startswith("IPU") and lane[3:].isdigit():
-        return int(lane[3:])
-    return None
 
 
 # --- host and stream-copy pieces (shared with the pipeline simulator) ---------------------
@@ -664,7 +678,7 @@ def compute_metrics(
 ) -> Metrics:
     """Metrics of a non-pipelined timeline (one step in flight per IPU at a time)."""
     makespan = max((e.end for e in events), default=0.0)
-    ipus = [_ipu_index(lane) for lane in lanes if _ipu_index(lane) is not None]
+    ipus = [ipu_of_lane(lane) for lane in lanes if ipu_of_lane(lane) is not None]
     busy, host_time = busy_time(events, ipus)
 
     utilisation = {

@@ -19,7 +19,7 @@ import json
 from dataclasses import asdict
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .timeline import UNIT_CLOCK, Timeline, check_no_overlaps
+from .timeline import UNIT_CLOCK, Timeline, check_no_overlaps, format_bytes
 
 # Okabe-Ito palette (distinguishable with the common colour-vision deficiencies).
 KIND_COLOURS: Dict[str, str] = {
@@ -244,7 +244,7 @@ def summary_table(timeline: Timeline) -> str:
     for ipu in sorted(m.utilisation):
         by_kind = m.busy_time_by_kind.get(ipu, {})
         table.append([f"IPU{ipu}", f"{100 * m.utilisation[ipu]:.2f} %",
-                      _format_bytes(m.peak_memory_bytes.get(ipu, 0))
+                      format_bytes(m.peak_memory_bytes.get(ipu, 0))
                       + (" (OOM)" if m.out_of_memory.get(ipu) else "")]
                      + ([str(m.peak_in_flight.get(ipu, 0))] if pipelined else [])
                      + [format_seconds(by_kind.get(k, 0.0)) for k in kinds])
@@ -262,13 +262,6 @@ def _time_formatter(clock: str):
     if clock == UNIT_CLOCK:
         return lambda value: f"{value:g}"
     return format_seconds
-
-
-def _format_bytes(n: float) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{int(n)} B"
 
 
 # --- Chrome Trace Event JSON (ui.perfetto.dev, chrome://tracing) --------------------------

@@ -24,12 +24,12 @@ from typing import Optional, Sequence, Tuple
 
 import ipywidgets as w
 
-from ipu_emulator import costs, trace
+from ipu_emulator import costs, hardware, trace
 from ipu_emulator.hardware import HostModel
 from ipu_emulator.record import ComputeCost, EngineRun
 from ipu_emulator.timeline import Timeline, simulate_engine_runs
 
-IPU_VERSIONS = ("ipu1", "ipu2", "ipu21")
+IPU_VERSIONS = hardware.IPU_VERSIONS
 HOSTS = ("tutorial 3 host", "ideal host")
 STEPS_PER_EXECUTION_CHOICES = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 # Graphcore's tutorial 3 model: Flatten, Dense(128, relu), Dense(10, softmax), batches of 32.

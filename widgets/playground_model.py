@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Optional, Tuple
 
-from ipu_emulator import costs, pipeline
+from ipu_emulator import costs, hardware, pipeline
 from ipu_emulator.schedules import SCHEDULE_NAMES as SCHEDULES
 from ipu_emulator.timeline import Timeline
 
-IPU_VERSIONS = ("ipu1", "ipu2", "ipu21")
+IPU_VERSIONS = hardware.IPU_VERSIONS
 
 
 @dataclass(frozen=True)
@@ -91,13 +91,14 @@ def simulate(config: PlaygroundConfig) -> PlaygroundResult:
             unit_cost=config.unit_cost,
             title=describe(config))
     except Exception as error:  # pylint: disable=broad-except  (shown to the learner instead)
-        return PlaygroundResult(config=config, error=_message(error))
+        return PlaygroundResult(config=config, error=error_text(error))
     return PlaygroundResult(config=config, timeline=timeline, stages=stages)
 
 
-def _message(error: Exception) -> str:
-    text = getattr(error, "message", None) or str(error) or type(error).__name__
+def error_text(error: Exception) -> str:
+    """``"<SDK exception type>: <text>"``, naming the exception the SDK would raise."""
     kind = getattr(error, "sdk_error", None) or type(error).__name__
+    text = getattr(error, "message", None) or str(error) or kind
     return f"{kind}: {text}"
 
 

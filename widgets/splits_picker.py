@@ -28,7 +28,9 @@ import ipywidgets as w
 from ipu_emulator import costs, schedules
 from ipu_emulator.timeline import COMPUTE_KINDS, Timeline
 from .playground import metrics_html, render_svg
-from .playground_model import PlaygroundConfig, PlaygroundResult, layer_names, ordered_splits, simulate
+from ipu_emulator.hardware import next_power_of_two
+from .playground_model import (PlaygroundConfig, PlaygroundResult, error_text, layer_names,
+                               ordered_splits, simulate)
 
 PICKER_SCHEDULES = ("grouped", "interleaved", "sequential")
 # What an IPU spends its own time on in a pipeline step.  Syncs and IPU-Link exchanges are
@@ -37,14 +39,6 @@ OWN_WORK_KINDS = frozenset(COMPUTE_KINDS) | {"stream_copy"}
 
 
 # --- the pure part -------------------------------------------------------------------------
-
-
-def next_power_of_two(count: int) -> int:
-    """The smallest power of two that is at least ``count`` (multi-IPU devices come in
-    sizes 1, 2, 4, 8, ...)."""
-    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-        raise ValueError(f"count must be a positive integer, got {count!r}")
-    return 1 << (count - 1).bit_length()
 
 
 def ipus_for_splits(splits: Sequence[str]) -> int:
@@ -118,18 +112,11 @@ def evaluate(splits: Sequence[str], model: str = "tutorial-mlp", schedule: str =
                                   batch_size=batch_size, repeat_count=repeat_count,
                                   unit_cost=unit_cost)
         return SplitChoice(picked, (), 0, 0, PlaygroundResult(
-            config=config, error=_message(error)))
+            config=config, error=error_text(error)))
     config = PlaygroundConfig(model=model, splits=ordered, schedule=schedule,
                               gradient_accumulation_count=gac, batch_size=batch_size,
                               repeat_count=repeat_count, unit_cost=unit_cost)
     return SplitChoice(ordered, stages, ipus_for_splits(ordered), gac, simulate(config))
-
-
-def _message(error: Exception) -> str:
-    """``"<SDK exception type>: <text>"``, naming the exception the SDK would raise."""
-    kind = getattr(error, "sdk_error", None) or type(error).__name__
-    text = getattr(error, "message", None) or str(error) or kind
-    return f"{kind}: {text}"
 
 
 def describe_stages(stages: Sequence[Sequence[str]]) -> List[str]:

@@ -28,7 +28,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from ipu_emulator import system
+from ipu_emulator import hardware, system
 
 _logger = logging.getLogger(__name__)
 
@@ -808,7 +808,7 @@ def _write_experimental(experimental: _ExperimentalConfig, opts: IpuOptions) -> 
 
 # Hardware exposes multi-IPU device configurations of power-of-two sizes only.
 _MAX_IPUS_PER_DEVICE = 64
-_KNOWN_IPU_VERSIONS = ("ipu1", "ipu2", "ipu21")
+_KNOWN_IPU_VERSIONS = hardware.IPU_VERSIONS
 
 
 def gc_info_device_size(cfg_index: int) -> Optional[int]:
@@ -857,8 +857,8 @@ def _device_size(device_config: DeviceConfig, ordinal: int, on_ipu_model: bool) 
     if on_ipu_model:
         acceptable = num_ipus >= 1  # poplar::IPUModel takes any count
     else:
-        is_power_of_two = num_ipus >= 1 and num_ipus & (num_ipus - 1) == 0
-        acceptable = is_power_of_two and num_ipus <= _MAX_IPUS_PER_DEVICE
+        acceptable = (num_ipus >= 1 and hardware.next_power_of_two(num_ipus) == num_ipus
+                      and num_ipus <= _MAX_IPUS_PER_DEVICE)
     if not acceptable:
         raise _unsupported_count_error(num_ipus, ordinal)
     return num_ipus

@@ -76,8 +76,8 @@ def _replica_context(build, replica):
 
 def num_shards_for(max_shard_index: Optional[int]) -> int:
     """Shards a program occupies: the next power of two above its highest shard index."""
-    from . import shards
-    return shards.next_power_of_two(1 if max_shard_index is None else max_shard_index + 1)
+    from ipu_emulator import hardware
+    return hardware.next_power_of_two(1 if max_shard_index is None else max_shard_index + 1)
 
 
 def replication_factor(num_ipus: int, num_shards: int) -> int:

@@ -34,7 +34,7 @@ import threading
 import tensorflow as tf
 from tensorflow.python.client import session as tf_session
 
-from ipu_emulator import system
+from ipu_emulator import hardware, system
 
 SHARDING_ATTR = "_XlaSharding"
 
@@ -338,19 +338,12 @@ def program_shard_indices(program):
     return list(indices)
 
 
-def next_power_of_two(n):
-    power = 1
-    while power < n:
-        power *= 2
-    return power
-
-
 def num_shards(program):
     """``next power of two >= max shard index + 1`` (1 when nothing is sharded)."""
     indices = program_shard_indices(program)
     if not indices:
         return 1
-    return next_power_of_two(max(indices) + 1)
+    return hardware.next_power_of_two(max(indices) + 1)
 
 
 def shard_ops(program):

@@ -33,7 +33,7 @@ from dataclasses import replace
 
 import tensorflow as tf
 
-from ipu_emulator import record, schedules, system
+from ipu_emulator import hardware, record, schedules, system
 from ipu_emulator.costs import StageCost
 from ipu_emulator.ipu.ops import pipelining_ops
 from ipu_emulator.runtime import graph_costs, tf2_programs
@@ -402,7 +402,7 @@ def plan(model, steps_per_execution, training):
             "pipeline stages on the same device for training graphs. Please use a different "
             "pipeline schedule.")
     # The stages' IPUs are shards: rounded up to a power of two, a divisor of the device.
-    num_shards = 1 << max(mapping).bit_length() if max(mapping) > 0 else 1
+    num_shards = hardware.next_power_of_two(max(mapping) + 1)
     num_ipus = system.device(0).num_ipus
     if num_ipus % num_shards:
         raise ValueError("Current device has {} IPUs attached, however the current model "
