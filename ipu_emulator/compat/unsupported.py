@@ -31,7 +31,7 @@ def message(feature, used):
     text = "ipu_emulator does not emulate %s" % feature
     if used and used != feature:
         text += " (used: %s)" % used
-    return text + ". It emulates the IPU API the tutorials use (see README.md)."
+    return text + ". It emulates the IPU API the tutorials use (see docs/sdk_module_tree.md)."
 
 
 def stub(feature, qualified_name):
