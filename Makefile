@@ -1,7 +1,8 @@
 # Two commands do everything on a fresh machine (Python 3.10-3.13 with venv):
 #   make lab    create the environment if missing, then open JupyterLab on notebooks/
-#   make test   create the environment if missing, then run every test (unit, notebooks, and
-#               JupyterLab in headless Chromium; installs Debian's chromium if root and missing)
+#   make test   create the environment if missing, then check the import layers (lint-imports)
+#               and run every test (unit, notebooks, and JupyterLab in headless Chromium;
+#               installs Debian's chromium if root and missing)
 VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
@@ -26,6 +27,7 @@ lab: $(STAMP)
 # picks another binary.  Without a browser: make test PYTEST_ARGS='-m "not browser"'.
 test: $(STAMP)
 	$(if $(findstring not browser,$(PYTEST_ARGS)),,@bash scripts/ensure_browser.sh)
+	$(BIN)/lint-imports --no-cache
 	IPU_EMULATOR_DATA=sample MPLBACKEND=Agg $(BIN)/python -m pytest --nbval-lax $(PYTEST_ARGS) tests notebooks
 
 bench: $(STAMP)
