@@ -1,6 +1,6 @@
-"""Make Graphcore's imports work under plain ``python3``, and run shell wrappers.
+"""Make Graphcore's imports work under plain ``python3``: the opt-in import hook.
 
-Two ways for scripts that start ``python3`` themselves (such as a tutorial's ``profile.sh``):
+Scripts that start ``python3`` themselves (such as a tutorial's ``profile.sh``) can use:
 
 * **An opt-in import hook.**  ``python -m ipu_emulator install-hook`` writes a ``.pth`` file
   into the active environment's site-packages.  Python runs a ``.pth`` line that starts with
@@ -10,9 +10,7 @@ Two ways for scripts that start ``python3`` themselves (such as a tutorial's ``p
   (scripts written for the TF1 SDK expect it); ``--site-dir`` picks another directory.
   Side effect, stated plainly: ``import ipu_emulator`` runs in every interpreter of the
   environment, which sets ``TF_USE_LEGACY_KERAS=1`` (legacy Keras) unless already set.
-* **Through the runner.**  ``python -m ipu_emulator run wrapper.sh ARGS`` runs a shell script
-  with ``python``/``python3`` on its ``PATH`` replaced by a shim: ``python3 script.py ...``
-  inside the wrapper then runs through the runner with the same options.
+* **The runner** instead: ``python -m ipu_emulator run wrapper.sh ARGS`` (``shell_wrappers``).
 
 With the hook active, ``POPLAR_ENGINE_OPTIONS`` reports are written when the process exits,
 as the runner writes them when the script ends.
@@ -22,11 +20,8 @@ from __future__ import annotations
 import atexit
 import importlib.abc
 import os
-import shlex
-import stat
 import sys
 import sysconfig
-import tempfile
 
 PTH_NAME = "ipu_emulator_hook.pth"
 _PTH_LINE = "import ipu_emulator.hook; ipu_emulator.hook.activate(tf1={tf1})\n"
@@ -104,53 +99,4 @@ def _report_at_exit() -> None:
                     lambda: record.ProgramRecord(runs=list(record.history)))
 
 
-# --- shell wrappers run through the runner ---------------------------------------------
-
-
-def is_python_script(path: str) -> bool:
-    if path.endswith(".py"):
-        return True
-    try:
-        with open(path, "rb") as handle:
-            first = handle.readline()
-    except OSError:
-        return True
-    return not (first.startswith(b"#!") and b"python" not in first)
-
-
-def python_shim_dir(runner_flags) -> str:
-    """A directory with ``python`` and ``python3`` shims: ``python3 script.py ...`` runs the
-    script through the runner with ``runner_flags``; anything else (``-c``, ``-m``...)
-    goes to this interpreter unchanged."""
-    directory = tempfile.mkdtemp(prefix="ipu_emulator_shim_")
-    flags = " ".join(shlex.quote(f) for f in runner_flags)
-    interpreter = shlex.quote(sys.executable)
-    body = ("#!/bin/sh\n"
-            "# ipu_emulator: route 'python3 script.py ...' through the runner\n"
-            'case "$1" in\n'
-            '  ""|-*) exec %s "$@" ;;\n'
-            '  *) exec %s -m ipu_emulator run %s "$@" ;;\n'
-            "esac\n" % (interpreter, interpreter, flags))
-    for name in ("python", "python3"):
-        path = os.path.join(directory, name)
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(body)
-        os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return directory
-
-
-def run_wrapper(script: str, args, runner_flags) -> int:
-    """Run a shell wrapper with the python shims first on its ``PATH``."""
-    import shutil
-    import subprocess
-    shims = python_shim_dir(runner_flags)
-    try:
-        environment = dict(os.environ)
-        environment["PATH"] = shims + os.pathsep + environment.get("PATH", "")
-        return subprocess.call(["bash", script] + list(args), env=environment)
-    finally:
-        shutil.rmtree(shims, ignore_errors=True)
-
-
-__all__ = ["install_hook", "uninstall_hook", "activate", "default_site_dir", "run_wrapper",
-           "is_python_script", "PTH_NAME"]
+__all__ = ["install_hook", "uninstall_hook", "activate", "default_site_dir", "PTH_NAME"]

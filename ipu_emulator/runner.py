@@ -70,10 +70,10 @@ def run(options: argparse.Namespace) -> int:
     if not os.path.isfile(script):
         print("ipu_emulator: no such script: %s" % options.script, file=sys.stderr)
         return 2
-    from ipu_emulator import hook
-    if not hook.is_python_script(script):
+    from ipu_emulator import shell_wrappers
+    if not shell_wrappers.is_python_script(script):
         # A shell wrapper (e.g. a profiling script): its ``python3 x.py`` calls run here.
-        return hook.run_wrapper(script, options.args, _forwarded_flags(options))
+        return shell_wrappers.run_wrapper(script, options.args, _forwarded_flags(options))
     prepare(tf1=options.tf1, seed=options.seed)
     from ipu_emulator import record
 

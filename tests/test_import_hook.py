@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from ipu_emulator import hook, profiling
+from ipu_emulator import hook, profiling, shell_wrappers
 from ipu_emulator.__main__ import main
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -119,6 +119,6 @@ def test_shell_scripts_are_told_apart_from_python_scripts(tmp_path):
     shell.write_text("#!/usr/bin/env bash\necho hi\n")
     python = tmp_path / "tool"
     python.write_text("#!/usr/bin/env python3\nprint('hi')\n")
-    assert not hook.is_python_script(str(shell))
-    assert hook.is_python_script(str(python))
-    assert not hook.is_python_script(os.path.join(REPO, "examples", "profile_step3.sh"))
+    assert not shell_wrappers.is_python_script(str(shell))
+    assert shell_wrappers.is_python_script(str(python))
+    assert not shell_wrappers.is_python_script(os.path.join(REPO, "examples", "profile_step3.sh"))
