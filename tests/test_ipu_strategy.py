@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from ipu_emulator import record
-from ipu_emulator.ipu import ipu_strategy
+from ipu_emulator.ipu import ipu_infeed_queue, ipu_strategy
 from ipu_emulator.runtime import tf2_feeds
 
 pytestmark = pytest.mark.tf2
@@ -107,7 +107,7 @@ def test_variables_made_in_scope_live_on_the_emulated_ipu(strategy):
 def test_iter_inside_the_scope_makes_an_infeed_that_eager_next_refuses(strategy):
     with strategy.scope():
         iterator = iter(batches())
-    assert isinstance(iterator, tf2_feeds.IPUOwnedIterator)
+    assert isinstance(iterator, ipu_infeed_queue.IPUOwnedIterator)
     with pytest.raises(RuntimeError) as caught:
         next(iterator)
     assert str(caught.value) == tf2_feeds.EAGER_NEXT_MESSAGE

@@ -167,3 +167,37 @@ class IPUInfeedQueue:
             if replica_order is not None:
                 replica_order.append(element)
         return element
+
+
+class IPUOwnedIterator:
+    """What ``iter(dataset)`` returns inside an ``IPUStrategy``: an infeed you call
+    ``next()`` on inside a ``tf.function``.  Pass it into the function as an argument."""
+
+    def __init__(self, dataset):
+        self._infeed = IPUInfeedQueue(dataset)
+        self._host = tf2_feeds.start_infeed(self._infeed)
+        self._infeed._initializer = self._host  # pylint: disable=protected-access
+        self._infeed._initializer_accessed = True  # pylint: disable=protected-access
+
+    @property
+    def element_spec(self):
+        return self._infeed._element_spec  # pylint: disable=protected-access
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return self.get_next()
+
+    def get_next(self):
+        if tf.executing_eagerly():
+            raise RuntimeError(tf2_feeds.EAGER_NEXT_MESSAGE)
+        if tf2_feeds.in_xla_context():
+            # Called directly, a jit_compile function is compiled by XLA, which has no CPU
+            # kernel for a host iterator; through strategy.run the emulator drops XLA.
+            raise RuntimeError(tf2_feeds.XLA_NEXT_MESSAGE)
+        self._infeed._dequeued = True  # pylint: disable=protected-access
+        return self._host.dequeue()
+
+    def get_next_as_optional(self):
+        raise NotImplementedError("IPU Dataset iterator does not support get_next_as_optional().")

@@ -32,6 +32,7 @@ from tensorflow.python.distribute import one_device_strategy
 from tensorflow.python.util import nest
 
 from ipu_emulator.runtime import tf2_feeds, tf2_programs
+from . import ipu_infeed_queue
 
 _EAGER_RUN_MESSAGE = (
     "IPUStrategyV1.run(fn, ...) does not support eager execution. Either convert `fn` into a "
@@ -106,7 +107,7 @@ class IPUStrategyV1(tf.distribute.OneDeviceStrategy):
         return self._enable_iterators and tf.executing_eagerly()
 
     def _create_dataset_iterator(self, dataset):
-        return tf2_feeds.IPUOwnedIterator(dataset)
+        return ipu_infeed_queue.IPUOwnedIterator(dataset)
 
     @property
     def enable_keras_extensions(self):

@@ -3,8 +3,8 @@
 ``IPUInfeedQueue`` and ``IPUOutfeedQueue`` dispatch here when TensorFlow runs in TF2 mode
 (eagerly, or inside a ``tf.function``); their TF1 graph-mode code is untouched.
 
-Infeed.  ``iter(dataset)`` inside an ``IPUStrategy`` returns an ``IPUOwnedIterator``: an
-``IPUInfeedQueue`` whose iterator lives on the host.  ``next(it)`` inside a ``tf.function``
+Infeed.  ``iter(dataset)`` inside an ``IPUStrategy`` returns an ``IPUOwnedIterator``
+(``ipu_infeed_queue``): an ``IPUInfeedQueue`` whose iterator lives on the host.  ``next(it)`` inside a ``tf.function``
 dequeues one element; eagerly it raises the SDK's error, because on an IPU the elements are
 only reachable from the device program.
 
@@ -60,7 +60,7 @@ def in_tf2() -> bool:
     return tf.compat.v1.executing_eagerly_outside_functions()
 
 
-def _in_xla_context() -> bool:
+def in_xla_context() -> bool:
     return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
@@ -129,41 +129,6 @@ def start_infeed(infeed):
     if message is not None:
         raise tf.errors.FailedPreconditionError(None, None, message)
     return InfeedCounter(infeed)
-
-
-class IPUOwnedIterator:
-    """What ``iter(dataset)`` returns inside an ``IPUStrategy``: an infeed you call
-    ``next()`` on inside a ``tf.function``.  Pass it into the function as an argument."""
-
-    def __init__(self, dataset):
-        from ipu_emulator.ipu.ipu_infeed_queue import IPUInfeedQueue
-        self._infeed = IPUInfeedQueue(dataset)
-        self._host = start_infeed(self._infeed)
-        self._infeed._initializer = self._host  # pylint: disable=protected-access
-        self._infeed._initializer_accessed = True  # pylint: disable=protected-access
-
-    @property
-    def element_spec(self):
-        return self._infeed._element_spec  # pylint: disable=protected-access
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        return self.get_next()
-
-    def get_next(self):
-        if tf.executing_eagerly():
-            raise RuntimeError(EAGER_NEXT_MESSAGE)
-        if _in_xla_context():
-            # Called directly, a jit_compile function is compiled by XLA, which has no CPU
-            # kernel for a host iterator; through strategy.run the emulator drops XLA.
-            raise RuntimeError(XLA_NEXT_MESSAGE)
-        self._infeed._dequeued = True  # pylint: disable=protected-access
-        return self._host.dequeue()
-
-    def get_next_as_optional(self):
-        raise NotImplementedError("IPU Dataset iterator does not support get_next_as_optional().")
 
 
 def infeed_dequeue(infeed):
@@ -281,7 +246,7 @@ def enqueue(outfeed, tensors):
             raise tf.errors.InvalidArgumentError(
                 None, None, "Detected an input tensor to an outfeed queue with a dimension of "
                 "size 0. Please remove it from the inputs.")
-    ring = _in_xla_context()
+    ring = in_xla_context()
     buffer = state.buffer
     if buffer is None or buffer.dtypes != [t.dtype for t in flat] or \
             [s.as_list() for s in buffer.shapes] != [t.shape.as_list() for t in flat]:
