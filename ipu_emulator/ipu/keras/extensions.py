@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from ipu_emulator.runtime import tf2_programs
 from . import data_adapter, pipelining
+from .accumulation import check_accumulation_arguments
 
 _log = logging.getLogger("ipu_emulator")
 
@@ -195,24 +196,6 @@ class KerasExtensions(pipelining.PipeliningExtensions):
         return recorded
 
 
-def check_accumulation_arguments(steps, normalize, reduction_method):
-    """The checks shared by ``set_gradient_accumulation_options`` and
-    ``set_pipelining_options``; returns the reduction method's name."""
-    if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool)
-                              or steps < 1):
-        raise ValueError(
-            "Expected `gradient_accumulation_steps_per_replica` to be a positive integer, "
-            "but got {} instead.".format(steps))
-    method = str(getattr(reduction_method, "name", reduction_method)).lower()
-    if method not in ("sum", "mean", "running_mean"):
-        raise ValueError("Unknown gradient_accumulation_reduction_method: {}".format(
-            reduction_method))
-    if normalize and method != "sum":
-        raise ValueError("`experimental_normalize_gradients` can only be used with the "
-                         "'sum' gradient accumulation reduction method.")
-    return method
-
-
 def _reject_keys(kwargs, keys, argument, reason):
     for key in keys:
         if key in kwargs:
@@ -325,9 +308,10 @@ def install():
 
     def __init__(self, *args, **kwargs):
         original_init(self, *args, **kwargs)
-        from ipu_emulator.ipu.ipu_strategy import IPUStrategyV1
+        # Only an IPUStrategy has ``enable_keras_extensions`` (checked by attribute, so this
+        # module need not import the strategy, which imports it).
         strategy = getattr(self, "_distribution_strategy", None)
-        if isinstance(strategy, IPUStrategyV1) and strategy.enable_keras_extensions:
+        if getattr(strategy, "enable_keras_extensions", False):
             self.__class__ = extended_class(type(self))
 
     __init__._ipu_emulator_hook = True  # pylint: disable=protected-access

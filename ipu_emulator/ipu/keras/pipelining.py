@@ -36,6 +36,7 @@ import tensorflow as tf
 from ipu_emulator import hardware, record, schedules, system
 from ipu_emulator.costs import StageCost
 from ipu_emulator.ipu.ops import pipelining_ops
+from .accumulation import check_accumulation_arguments
 from ipu_emulator.runtime import graph_costs, tf2_programs
 from ipu_emulator.schedules import PipelineConfigurationError
 
@@ -264,7 +265,6 @@ class PipeliningExtensions:
                                gradient_accumulation_reduction_method="sum",
                                **pipelining_kwargs):
         """How the pipelined model runs (``pipelining_kwargs`` go to ``pipeline``)."""
-        from .extensions import check_accumulation_arguments
         method = check_accumulation_arguments(gradient_accumulation_steps_per_replica,
                                               experimental_normalize_gradients,
                                               gradient_accumulation_reduction_method)
