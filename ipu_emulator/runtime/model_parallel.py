@@ -1,83 +1,23 @@
-"""Sharded and pipelined programs at run time: the backend's checks and what gets recorded.
+"""Sharded and pipelined programs at run time: what each run records.
 
-The SDK's compiler decides, when a program first runs, how many IPUs its shards need and
-whether the rest of the device replicates it (IPU_API.md 1.4), and checks each pipeline's
-gradient accumulation count against its schedule (6.5).  The session hook calls
-``check_first_run`` at that moment, so these errors surface where they do on hardware: as
-``tf.errors`` from the first ``sess.run``.
-
-Every run is then recorded with the cost of each shard or pipeline stage, measured from the
-ops that belong to it (``complete_run``), so the simulator can draw the run's trace.
+Every run is recorded with the cost of each shard or pipeline stage, measured from the ops
+that belong to it (``complete_run``), so the simulator can draw the run's trace.  (The
+compiler's checks on shards and pipeline counts are in ``first_run``.)
 """
 from __future__ import annotations
 
 import logging
 import os
 from dataclasses import replace
-from typing import Dict, List
 
 import tensorflow as tf
 
-from ipu_emulator import record, system
+from ipu_emulator import record
 from ipu_emulator.costs import StageCost
-from ipu_emulator.schedules import PipelineConfigurationError
-from . import graph_costs, replication, shards
+from . import graph_costs, shards
+from .programs import PipelineBuild, pipelines_of
 
 _logger = logging.getLogger("ipu_emulator")
-
-# Pipelines built into each program (by program name): ``pipelining_ops`` registers them.
-_pipelines: Dict[str, List["PipelineBuild"]] = {}
-
-
-class PipelineBuild:
-    """What ``pipelining_ops.pipeline`` built: its settings and which ops form each stage."""
-
-    def __init__(self, settings, stage_of_op, stage_output_bytes, stage_input_bytes,
-                 gac_is_static, buffer_handles=()):
-        self.settings = settings  # record.PipelineSettings
-        self.stage_of_op = stage_of_op  # op name -> stage index
-        self.stage_output_bytes = stage_output_bytes
-        self.stage_input_bytes = stage_input_bytes
-        self.gac_is_static = gac_is_static
-        # VarHandleOp names of the pipeline's own buffers (gradient and outfeed
-        # accumulators): the simulator sizes the accumulators from the settings instead.
-        self.buffer_handles = frozenset(buffer_handles)
-
-
-def register_pipeline(program, build: PipelineBuild) -> None:
-    _pipelines.setdefault(program.name, []).append(build)
-
-
-def pipelines_of(program) -> List[PipelineBuild]:
-    return _pipelines.get(program.name, [])
-
-
-# --- checks at the first run ---------------------------------------------------------
-
-
-def check_first_run(program) -> None:
-    """The compiler's checks: shards against the device, pipeline counts against schedules."""
-    num_ipus = system.device(program.device_ordinal).num_ipus
-    num_shards = shards.num_shards(program)
-    mismatch = replication.shard_mismatch_message(num_ipus, num_shards)
-    if mismatch:
-        raise tf.errors.InternalError(None, None, mismatch)
-    if num_ipus // num_shards > 1:
-        _logger.info("Automatically replicating the TensorFlow model by a factor of %d.",
-                     num_ipus // num_shards)
-    from ipu_emulator import schedules
-    for build in pipelines_of(program):
-        if not build.gac_is_static:
-            continue  # a count given as a tensor is checked on the device, every run
-        settings = build.settings
-        try:
-            schedules.check_gradient_accumulation_count(
-                settings.schedule, len(settings.device_mapping),
-                settings.gradient_accumulation_count, settings.training,
-                list(settings.device_mapping))
-        except PipelineConfigurationError as error:
-            raise getattr(tf.errors, error.sdk_error)(None, None, error.message) from None
-
 
 def check_session(session, programs) -> None:
     """A session made before the IPU system was configured has too few CPU devices for the
@@ -179,5 +119,4 @@ def _pipeline_stages(program, build: PipelineBuild):
     return tuple(stages)
 
 
-__all__ = ["PipelineBuild", "register_pipeline", "pipelines_of", "check_first_run",
-           "check_session", "complete_run", "synthetic_data"]
+__all__ = ["check_session", "complete_run", "synthetic_data"]

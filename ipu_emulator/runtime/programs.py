@@ -82,6 +82,35 @@ class GraphRegistry:
                     or self.outfeed_by_dequeue or self.infeed_by_deleter)
 
 
+# --- pipelines built into programs -------------------------------------------------------
+
+# Pipelines built into each program (by program name): ``pipelining_ops`` registers them.
+_pipelines: Dict[str, List["PipelineBuild"]] = {}
+
+
+class PipelineBuild:
+    """What ``pipelining_ops.pipeline`` built: its settings and which ops form each stage."""
+
+    def __init__(self, settings, stage_of_op, stage_output_bytes, stage_input_bytes,
+                 gac_is_static, buffer_handles=()):
+        self.settings = settings  # record.PipelineSettings
+        self.stage_of_op = stage_of_op  # op name -> stage index
+        self.stage_output_bytes = stage_output_bytes
+        self.stage_input_bytes = stage_input_bytes
+        self.gac_is_static = gac_is_static
+        # VarHandleOp names of the pipeline's own buffers (gradient and outfeed
+        # accumulators): the simulator sizes the accumulators from the settings instead.
+        self.buffer_handles = frozenset(buffer_handles)
+
+
+def register_pipeline(program, build: PipelineBuild) -> None:
+    _pipelines.setdefault(program.name, []).append(build)
+
+
+def pipelines_of(program) -> List[PipelineBuild]:
+    return _pipelines.get(program.name, [])
+
+
 _REGISTRY_ATTR = "_ipu_emulator_registry"
 
 

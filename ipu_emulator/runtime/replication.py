@@ -124,7 +124,7 @@ def feed_mismatch_message(program, num_ipus: int) -> Optional[str]:
     device gives the program (``num_ipus`` over its shards), else None."""
     shards = max(1, program.num_ipus // max(1, program.replication_factor))
     if num_ipus % shards:
-        return None  # the shard check reports this device (model_parallel.check_first_run)
+        return None  # the shard check reports this device (first_run.check)
     device_replicas = num_ipus // shards
     for feeds, template in ((program.infeeds, INFEED_REPLICATION_MISMATCH),
                             (program.outfeeds, OUTFEED_REPLICATION_MISMATCH)):
@@ -541,8 +541,8 @@ class ReplicatedBuild:
         return outputs
 
     def _has_pipeline(self):
-        from . import model_parallel
-        return bool(model_parallel.pipelines_of(self.program))
+        from . import programs
+        return bool(programs.pipelines_of(self.program))
 
 
 # Group sizes of the cross-replica placeholders, for their gradients.
@@ -695,19 +695,3 @@ def _reduction_gradient(mean):
 
 tf.RegisterGradient("IpuEmulatorCrossReplicaSum")(_reduction_gradient(False))
 tf.RegisterGradient("IpuEmulatorCrossReplicaMean")(_reduction_gradient(True))
-
-
-# --- checks at a program's first run ---------------------------------------------------
-
-def check_first_run(program) -> None:
-    """What the SDK's compiler refuses when it compiles a program (its first run)."""
-    message = device_mismatch_message(program)
-    if message is not None:
-        raise tf.errors.FailedPreconditionError(None, None, message)
-    for message in getattr(program, "replication_errors", []):
-        raise tf.errors.FailedPreconditionError(None, None, message)
-    from ipu_emulator.ipu.optimizers import gradient_accumulation_optimizer as accumulation
-    for num_mini_batches, in_loop, iterations in program.gradient_accumulation_checks:
-        message = accumulation.usage_error(num_mini_batches, in_loop, iterations)
-        if message is not None:
-            raise tf.errors.FailedPreconditionError(None, None, message)

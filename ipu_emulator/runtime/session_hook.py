@@ -22,7 +22,7 @@ from tensorflow.python.client import session as tf_session
 from tensorflow.python.util import nest
 
 from ipu_emulator import record, system
-from . import late_compile, model_parallel, programs, replication
+from . import first_run, late_compile, model_parallel, programs
 
 _INFEED_NOT_CREATED = ("Trying to access an infeed dataset iterator which has not been "
                        "created. Did you initialize the infeed_queue '{}' ?")
@@ -170,21 +170,7 @@ def _check_before_run(program, state):
             raise tf.errors.FailedPreconditionError(
                 None, None, _INFEED_NOT_CREATED.format(infeed.feed_id))
     if state["program_runs"].get(program.name, 0) == 0:
-        _check_first_run(program)
-
-
-def _check_first_run(program):
-    """Errors the SDK reports when it compiles the program (at its first run)."""
-    for infeed in program.infeeds:
-        message = infeed.unsupported_dtype_message()
-        if message is not None:
-            raise tf.errors.FailedPreconditionError(None, None, message)
-    from . import device_types
-    message = device_types.unsupported_type_message(program)
-    if message is not None:
-        raise tf.errors.InvalidArgumentError(None, None, message)
-    model_parallel.check_first_run(program)  # shards vs IPUs, pipeline counts
-    replication.check_first_run(program)  # built for this device; accumulation in a loop
+        first_run.check(program)  # what the SDK's compiler refuses
 
 
 def _outfeed_has_run(outfeed, state):

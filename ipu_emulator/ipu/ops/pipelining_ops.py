@@ -57,7 +57,7 @@ from ipu_emulator import record, system
 from ipu_emulator.ipu import ipu_infeed_queue, ipu_outfeed_queue, loops
 from ipu_emulator.ipu.gradient_accumulation import (GradientAccumulationReductionMethod,
                                                    accumulator_dtype)
-from ipu_emulator.runtime import graph_costs, model_parallel, programs, shards
+from ipu_emulator.runtime import graph_costs, programs, shards
 
 _logger = logging.getLogger("ipu_emulator")
 
@@ -285,7 +285,7 @@ def pipeline(computational_stages, gradient_accumulation_count=None,
         op = builder.build(replicated)
     program = programs.current_program()
     if program is not None:
-        model_parallel.register_pipeline(program, builder.registration(
+        programs.register_pipeline(program, builder.registration(
             offload_weights=bool(offload_weight_update_variables or offload_weights),
             offload_activations=bool(offload_activations)))
     return op
@@ -792,7 +792,7 @@ class _PipelineBuilder:
             offload_activations=offload_activations and self.training,
             accumulation_dtype_bytes=self._accumulator_element_bytes())
         buffers = self.gradient_buffers + self.outfeed_buffers
-        return model_parallel.PipelineBuild(
+        return programs.PipelineBuild(
             settings, dict(self.stage_of_op), list(self.stage_output_bytes),
             list(self.stage_input_bytes), gac_is_static,
             buffer_handles=[b.handle.op.name for b in buffers])

@@ -19,31 +19,13 @@ import tensorflow as tf
 
 from ipu_emulator.ipu.gradient_accumulation import (GradientAccumulationReductionMethod,
                                                    accumulator_dtype)
-from ipu_emulator.runtime import programs
+from ipu_emulator.runtime import first_run, programs
 from .cross_replica_optimizer import CrossReplicaOptimizer
 from .ipu_optimizer import IpuOptimizer
 
-_CHECK_CAN_BE_DISABLED = (
-    "This check can be disabled with "
-    "`XLA_FLAGS=\"--xla_disable_hlo_passes=gradient-accumulation-verifier\"`, however the "
-    "compiler cannot guarantee correctness of results.")
-NOT_IN_LOOP_MESSAGE = (
-    "Detected a gradient accumulation operation which is not inside a training loop. The "
-    "model with the gradient accumulation operation needs to be wrapped in a training "
-    "loop.\n" + _CHECK_CAN_BE_DISABLED)
-NOT_A_MULTIPLE_MESSAGE = (
-    "Detected a gradient accumulation operation with {} number of mini batches inside a loop "
-    "with {} iterations.\nIt is required that the number of mini batches to accumulate evenly "
-    "divides the number of loop iterations.\n" + _CHECK_CAN_BE_DISABLED)
-
-
-def usage_error(num_mini_batches, in_loop, loop_iterations):
-    """The SDK's compile-time message for a misplaced accumulation, or None."""
-    if not in_loop:
-        return NOT_IN_LOOP_MESSAGE
-    if loop_iterations is not None and loop_iterations % num_mini_batches:
-        return NOT_A_MULTIPLE_MESSAGE.format(num_mini_batches, loop_iterations)
-    return None
+# The SDK's messages for a misplaced accumulation, checked when the program first runs.
+NOT_IN_LOOP_MESSAGE = first_run.ACCUMULATION_NOT_IN_LOOP_MESSAGE
+NOT_A_MULTIPLE_MESSAGE = first_run.ACCUMULATION_NOT_A_DIVISOR_MESSAGE
 
 
 class GradientAccumulationOptimizerV2(IpuOptimizer):
