@@ -19,3 +19,7 @@ _os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 __version__ = "0.1.0"
+
+# The simulator registers itself with the record so ``ProgramRecord.simulate()`` works (the
+# record is data only and imports no simulator).  Plain Python: no TensorFlow is imported.
+from . import live_trace as _simulator  # noqa: E402,F401  pylint: disable=wrong-import-position

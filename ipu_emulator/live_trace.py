@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional, Sequence, Union
 
+from . import pipeline, record
 from .hardware import HostModel, IPUTarget, get_target
 from .record import EngineRun
 from .timeline import (CLOCK, COMPUTE_KINDS, HOST_LANE, Metrics, Timeline, ipu_lane,
@@ -36,7 +37,7 @@ def simulate_run(run: EngineRun, target: Union[str, IPUTarget] = "ipu2",
                  host: Optional[HostModel] = None,
                  batch_size: Optional[int] = None) -> Timeline:
     """The simulated timeline of one engine run (sharded, pipelined or single-IPU)."""
-    from . import pipeline  # the pipeline simulator (pure, like this module)
+
 
     if not run.stages or run.iterations == 0:
         return simulate_engine_runs([replace(run, stages=(), pipeline=None)], target=target,
@@ -87,6 +88,25 @@ def simulate_runs(runs: Sequence[EngineRun], target: Union[str, IPUTarget] = "ip
         return replace(only, title=title or only.title,
                        engine_run_spans=[(0.0, only.metrics.makespan)])
     return join_timelines(timelines, title=title or f"{len(runs)} engine runs")
+
+
+def simulate_record(program_record: record.ProgramRecord, target: Union[str, IPUTarget] = "ipu2",
+                    host: Optional[HostModel] = None, batch_size: Optional[int] = None,
+                    title: str = "") -> Timeline:
+    """The simulated IPU timeline of a recording (``ProgramRecord.simulate`` calls this).
+
+    Runs of sharded or pipelined programs are simulated stage by stage with their measured
+    stage costs: shards take turns, pipeline stages follow the program's schedule.  Runs of
+    one-IPU programs go to ``timeline.simulate_engine_runs``.
+    """
+    runs = program_record.runs
+    if any(run.stages for run in runs):
+        return simulate_runs(runs, target=target, host=host, batch_size=batch_size, title=title)
+    return simulate_engine_runs(runs, target=target, host=host, batch_size=batch_size,
+                                title=title)
+
+
+record.use_simulator(simulate_record)
 
 
 def total_makespan(runs: Sequence[EngineRun], target: Union[str, IPUTarget] = "ipu2",

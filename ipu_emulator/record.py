@@ -77,10 +77,10 @@ class ComputeCost:
 def _add_phase_bytes(a: ComputeCost, b: ComputeCost):
     if a.phase_bytes is None and b.phase_bytes is None:
         return None
-    return tuple(x + y for x, y in zip(_phase_bytes_or_flop_shares(a), _phase_bytes_or_flop_shares(b)))
+    return tuple(x + y for x, y in zip(phase_bytes_or_flop_shares(a), phase_bytes_or_flop_shares(b)))
 
 
-def _phase_bytes_or_flop_shares(cost: ComputeCost) -> Tuple[float, float, float]:
+def phase_bytes_or_flop_shares(cost: ComputeCost) -> Tuple[float, float, float]:
     """Per-phase bytes, estimated from FLOP shares when the source did not give them."""
     if cost.phase_bytes is not None:
         return cost.phase_bytes
@@ -170,19 +170,25 @@ class ProgramRecord:
         return sum(run.host_seconds or 0.0 for run in self.runs)
 
     def simulate(self, target="ipu2", host=None, batch_size=None, title=""):
-        """The simulated IPU timeline of these runs (see ``ipu_emulator.timeline``).
+        """The simulated IPU timeline of these runs: a convenience for
+        ``ipu_emulator.live_trace.simulate_record(self, ...)``.
 
-        Runs of sharded or pipelined programs are simulated stage by stage with their
-        measured stage costs (``ipu_emulator.live_trace``): shards take turns, pipeline
-        stages follow the program's schedule.
+        This module is data only and imports no simulator; the simulator registers itself
+        here when it is imported (``import ipu_emulator`` does that).
         """
-        if any(run.stages for run in self.runs):
-            from ipu_emulator import live_trace
-            return live_trace.simulate_runs(self.runs, target=target, host=host,
-                                            batch_size=batch_size, title=title)
-        from ipu_emulator import timeline
-        return timeline.simulate_engine_runs(self.runs, target=target, host=host,
-                                             batch_size=batch_size, title=title)
+        if _simulator is None:
+            raise RuntimeError("No simulator is loaded: import ipu_emulator.live_trace.")
+        return _simulator(self, target=target, host=host, batch_size=batch_size, title=title)
+
+
+# The function ``ProgramRecord.simulate`` calls (``live_trace.simulate_record``).
+_simulator = None
+
+
+def use_simulator(simulate_record) -> None:
+    """Called by the simulator when it is imported (see ``ProgramRecord.simulate``)."""
+    global _simulator
+    _simulator = simulate_record
 
 
 # --- collecting runs ------------------------------------------------------------------

@@ -61,8 +61,8 @@ def prepare(tf1: bool = False, seed: int | None = None) -> None:
             tf.random.set_seed(seed)
     datasets.patch_keras_datasets()
     import ipu_emulator.ipu  # noqa: F401  (installs the session hook)
-    from ipu_emulator.compat import estimator
-    estimator.install()  # tf.estimator.ModeKeys for IPU estimator scripts (gone in TF 2.16+)
+    from ipu_emulator.compat import tf_estimator
+    tf_estimator.install()  # tf.estimator.ModeKeys for IPU estimator scripts (gone in TF 2.16+)
 
 
 def run(options: argparse.Namespace) -> int:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from .hardware import HostModel, IPUTarget, get_target
-from .record import ComputeCost, EngineRun, _phase_bytes_or_flop_shares
+from .record import ComputeCost, EngineRun, phase_bytes_or_flop_shares
 
 CLOCK = "simulated IPU time"
 # The clock of unit-cost pipeline timelines: every forward and backward stage action takes
@@ -261,7 +261,7 @@ def phase_durations(cost: ComputeCost, target: IPUTarget) -> List[Tuple[str, flo
     >>> [kind for kind, _ in phase_durations(ComputeCost(forward_flops=1e6), IPU2)]
     ['forward']
     """
-    phase_bytes = _phase_bytes_or_flop_shares(cost)
+    phase_bytes = phase_bytes_or_flop_shares(cost)
     phases = []
     for kind, flops, nbytes in zip(("forward", "backward", "weight_update"),
                                    (cost.forward_flops, cost.backward_flops,

@@ -3,15 +3,14 @@
 TensorFlow 2.16 removed ``tf.estimator``, but Graphcore's estimator examples still write
 ``mode == tf.estimator.ModeKeys.TRAIN`` in their ``model_fn`` and some return a plain
 ``tf.estimator.EstimatorSpec``.  This module provides those names with the values the
-estimator package used, and :func:`install` hangs them on the ``tensorflow`` module (only
-where ``tf.estimator`` is missing) so such scripts run unchanged through
+estimator package used; ``compat.tf_estimator`` hangs them on the ``tensorflow`` module
+(only where ``tf.estimator`` is missing) so such scripts run unchanged through
 ``python -m ipu_emulator run``.
 
     from ipu_emulator.compat.estimator import ModeKeys
     if mode == ModeKeys.PREDICT: ...
 """
 import collections
-import types
 
 
 class ModeKeys:
@@ -45,41 +44,3 @@ class EstimatorSpec(collections.namedtuple("EstimatorSpec", [
             cls, mode, predictions, loss, train_op, eval_metric_ops, export_outputs,
             tuple(training_chief_hooks or ()), tuple(training_hooks or ()), scaffold,
             tuple(evaluation_hooks or ()), tuple(prediction_hooks or ()))
-
-
-_HOOK_NAMES = (
-    "SessionRunHook", "SessionRunArgs", "SessionRunContext", "SessionRunValues",
-    "CheckpointSaverListener", "CheckpointSaverHook", "FeedFnHook", "FinalOpsHook",
-    "GlobalStepWaiterHook", "LoggingTensorHook", "NanLossDuringTrainingError", "NanTensorHook",
-    "ProfilerHook", "SecondOrStepTimer", "StepCounterHook", "StopAtStepHook",
-    "SummarySaverHook")
-
-
-def namespace():
-    """A module-like object standing in for ``tf.estimator``."""
-    import tensorflow as tf  # lazy: importing this module must stay cheap
-
-    from ipu_emulator.ipu import ipu_run_config
-    estimator = types.ModuleType("tensorflow.estimator",
-                                 "Stand-in for the removed tf.estimator (ipu_emulator).")
-    estimator.ModeKeys = ModeKeys
-    estimator.EstimatorSpec = EstimatorSpec
-    estimator.RunConfig = ipu_run_config.RunConfig
-    # The session-run hooks tf.estimator re-exported from tf.compat.v1.train.
-    for name in _HOOK_NAMES:
-        setattr(estimator, name, getattr(tf.compat.v1.train, name))
-    return estimator
-
-
-def install():
-    """Give ``tf.estimator`` and ``tf.compat.v1.estimator`` the names above, if missing.
-
-    Never replaces a real ``tf.estimator`` (an older TensorFlow still has one).
-    """
-    import tensorflow as tf
-
-    estimator = None
-    for module in (tf, tf.compat.v1):
-        if getattr(module, "estimator", None) is None:
-            estimator = estimator or namespace()
-            setattr(module, "estimator", estimator)
