@@ -165,15 +165,31 @@ def test_three_stages_configured_last_are_refused_as_by_the_sdk(tmp_path):
             "an IPU device with 3 IPUs") in result.stderr
 
 
+@pytest.fixture(scope="module")
+def replicated_single_ipu_losses(tmp_path_factory):
+    losses, lanes = losses_and_lanes(tmp_path_factory.mktemp("step1x2"), "--step", "1",
+                                     "--replicas", "2")
+    assert lanes == ["IPU0", "IPU1"]
+    return losses
+
+
 @pytest.mark.parametrize("step", ["2", "3"], ids=["sharded", "pipelined"])
-def test_extra_ipus_replicate_a_program_built_before_configuring(tmp_path, step):
-    # Two IPUs' worth of stages on four IPUs: the device replicates the program twice,
-    # decided at its first run, exactly as when the IPUs were configured first.
-    args = ["--step", step, "--replicas", "2"]
-    last, lanes = losses_and_lanes(tmp_path, *args)
+def test_extra_ipus_replicate_a_program_built_before_configuring(
+        tmp_path, replicated_single_ipu_losses, step):
+    # Two IPUs' worth of shards or stages on four IPUs: the device replicates the program
+    # twice, decided at its first run; both replicas start from the same weights and the
+    # CrossReplicaOptimizer keeps them together, so the losses are the data-parallel single
+    # IPU's.
+    losses, lanes = losses_and_lanes(tmp_path, "--step", step, "--replicas", "2")
+    np.testing.assert_allclose(losses, replicated_single_ipu_losses, rtol=1e-5)
+    assert lanes == ["IPU0", "IPU1", "IPU2", "IPU3"]
+
+
+def test_replicas_decided_at_the_first_run_match_configuring_first(tmp_path):
+    args = ["--step", "3", "--replicas", "2"]
+    last, _ = losses_and_lanes(tmp_path, *args)
     first, _ = losses_and_lanes(tmp_path, *args, "--configure-first")
     assert last == first
-    assert lanes == ["IPU0", "IPU1", "IPU2", "IPU3"]
 
 
 # --- replicas decided at the first run, in process -----------------------------------------
