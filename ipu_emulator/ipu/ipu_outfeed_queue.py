@@ -96,7 +96,7 @@ class IPUOutfeedQueue:
         # stacked on a replica axis, once all replicas are built.
         enqueue_op = replication.defer_outfeed_enqueue(self, tensors)
         if enqueue_op is None:
-            enqueue_op = self._enqueue_replicated(tensors, flat, flat, 1)
+            enqueue_op = self._enqueue_replicated(tensors, flat, flat)
         program = programs.current_program()
         if program is not None:
             if self not in program.outfeeds:
@@ -105,11 +105,10 @@ class IPUOutfeedQueue:
                 program.outfeeds_in_loop.add(self)
         return enqueue_op
 
-    def _enqueue_replicated(self, structure, flat, enqueued, replicas):
+    def _enqueue_replicated(self, structure, flat, enqueued):
         """Create this graph's host queue and the op enqueueing ``enqueued`` into it: one
-        replica's ``flat`` tensors, or with ``replicas`` > 1 all replicas' stacked on axis 0
-        (so ALL-mode dequeues are ``[n, replicas, ...]`` and LAST-mode ``[replicas, ...]``)."""
-        del replicas  # the shapes of ``enqueued`` already carry the replica axis
+        replica's ``flat`` tensors, or all replicas' stacked on axis 0 (so ALL-mode dequeues
+        are ``[n, replicas, ...]`` and LAST-mode ``[replicas, ...]``)."""
         with tf.control_dependencies(None), tf.device("/device:CPU:0"):
             queue = tf.queue.FIFOQueue(
                 capacity=2 ** 31 - 1, dtypes=[t.dtype for t in enqueued],

@@ -440,7 +440,7 @@ class ReplicatedBuild:
 
     # -- infeeds ---------------------------------------------------------------------------
 
-    def dequeue_dependencies(self, infeed, replica):
+    def dequeue_dependencies(self, infeed):
         previous = self.last_dequeue.get(id(infeed))
         return [] if previous is None else tf.nest.flatten(previous)
 
@@ -500,13 +500,11 @@ class ReplicatedBuild:
     def _finish_outfeeds(self, replicas):
         for outfeed, pending in self.outfeeds.items():
             per_replica = [pending.flat_by_replica[r] for r in sorted(pending.flat_by_replica)]
+            enqueued = per_replica[0]
             if replicas > 1 and len(per_replica) == replicas:
-                stacked = [tf.stack(list(parts)) for parts in zip(*per_replica)]
-                enqueue = outfeed._enqueue_replicated(  # pylint: disable=protected-access
-                    pending.structure, per_replica[0], stacked, replicas)
-            else:
-                enqueue = outfeed._enqueue_replicated(  # pylint: disable=protected-access
-                    pending.structure, per_replica[0], per_replica[0], 1)
+                enqueued = [tf.stack(list(parts)) for parts in zip(*per_replica)]
+            enqueue = outfeed._enqueue_replicated(  # pylint: disable=protected-access
+                pending.structure, per_replica[0], enqueued)
             for placeholder in pending.placeholders:
                 placeholder._add_control_input(enqueue)  # pylint: disable=protected-access
         self.outfeeds = {}
@@ -623,11 +621,11 @@ def defer_outfeed_enqueue(outfeed, tensors):
 @contextlib.contextmanager
 def infeed_dequeue(infeed):
     """Order a replica's dequeue after the previous replica's (element i*R + r)."""
-    build, replica = _active()
+    build, _ = _active()
     if build is None or not build.in_step:
         yield None
         return
-    with tf.control_dependencies(build.dequeue_dependencies(infeed, replica)):
+    with tf.control_dependencies(build.dequeue_dependencies(infeed)):
         holder = []
         yield holder
     if holder:
