@@ -53,7 +53,7 @@ import logging
 import tensorflow as tf
 from tensorflow.python.util import nest
 
-from ipu_emulator import record, system
+from ipu_emulator import record, schedules, system
 from ipu_emulator.ipu import ipu_infeed_queue, ipu_outfeed_queue, loops
 from ipu_emulator.ipu.gradient_accumulation import (GradientAccumulationReductionMethod,
                                                    accumulator_dtype)
@@ -149,11 +149,6 @@ def recomputation_checkpoint(tensors, name=None):
     """Mark ``tensors`` as kept for recomputation (an identity here)."""
     with tf.name_scope(name or "recomputation_checkpoint"):
         return nest.map_structure(tf.identity, tensors)
-
-
-_SCHEDULE_NAMES = {PipelineSchedule.Grouped: "grouped",
-                   PipelineSchedule.Interleaved: "interleaved",
-                   PipelineSchedule.Sequential: "sequential"}
 
 
 def _stage_ipus(mapping_entry):
@@ -439,9 +434,8 @@ class _PipelineBuilder:
         return tf.group(counter, name="pipeline")
 
     def _runtime_count_check(self, gac):
-        from ipu_emulator import schedules
         overlap = schedules.pipeline_overlap(
-            _SCHEDULE_NAMES[self.schedule], len(self.stages), self.training,
+            schedules.normalise_schedule_name(self.schedule), len(self.stages), self.training,
             [_stage_ipus(m)[0] for m in self.device_mapping])
         message = ("Pipeline depth is invalid. Check that pipeline depth is divisible by the "
                    "overlap length (%d) and pipeline depth is >= %d.\nThis number might be "
@@ -782,7 +776,7 @@ class _PipelineBuilder:
         gac_is_static = not isinstance(self.gac, (tf.Tensor, tf.Variable))
         repeat_static = not isinstance(self.repeat_count, (tf.Tensor, tf.Variable))
         settings = record.PipelineSettings(
-            schedule=_SCHEDULE_NAMES[self.schedule],
+            schedule=schedules.normalise_schedule_name(self.schedule),
             gradient_accumulation_count=int(self.gac) if gac_is_static else 0,
             repeat_count=int(self.repeat_count) if repeat_static else 1,
             device_mapping=tuple(_stage_ipus(m)[0] for m in self.device_mapping),
