@@ -1,14 +1,26 @@
 # Two commands do everything on a fresh machine (Python 3.10-3.13 with venv):
 #   make lab    create the environment if missing, then open JupyterLab on notebooks/
 #   make test   create the environment if missing, then check the import layers (lint-imports)
-#               and run every test (unit, notebooks, and JupyterLab in headless Chromium;
-#               installs Debian's chromium if root and missing)
+#               and run every test (docstring examples, unit, notebooks, and JupyterLab in
+#               headless Chromium; installs Debian's chromium if root and missing)
+#   make test-fast  the simulator, views and widgets only, without TensorFlow (seconds)
 VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: lab test bench env clean-env
+.PHONY: lab test test-fast bench env clean-env
+
+# The pure layers (no TensorFlow): their docstring examples run as tests, and test-fast runs
+# them with their own tests without loading TensorFlow (--noconftest: tests/conftest.py
+# imports TensorFlow for the emulator's tests).
+PURE_MODULES := ipu_emulator/hardware.py ipu_emulator/costs.py ipu_emulator/schedules.py \
+	ipu_emulator/pipeline.py ipu_emulator/timeline.py ipu_emulator/live_trace.py \
+	ipu_emulator/trace.py ipu_emulator/trace_svg.py ipu_emulator/record.py widgets
+PURE_TESTS := tests/test_hardware.py tests/test_costs.py tests/test_schedules.py \
+	tests/test_pipeline.py tests/test_timeline.py tests/test_trace.py tests/test_trace_svg.py \
+	tests/test_widgets.py tests/test_splits_picker.py tests/test_feeds_explorer.py \
+	tests/test_simulate_cli.py
 
 env: $(STAMP)
 
@@ -28,7 +40,13 @@ lab: $(STAMP)
 test: $(STAMP)
 	$(if $(findstring not browser,$(PYTEST_ARGS)),,@bash scripts/ensure_browser.sh)
 	$(BIN)/lint-imports --no-cache
+	MPLBACKEND=Agg $(BIN)/python -m pytest -q --noconftest -p no:cacheprovider --doctest-modules $(PURE_MODULES)
 	IPU_EMULATOR_DATA=sample MPLBACKEND=Agg $(BIN)/python -m pytest --nbval-lax $(PYTEST_ARGS) tests notebooks
+
+# The simulator, views and widgets only, without TensorFlow: about ten seconds.
+test-fast: $(STAMP)
+	$(BIN)/lint-imports --no-cache
+	MPLBACKEND=Agg $(BIN)/python -m pytest --noconftest -p no:cacheprovider --doctest-modules $(PURE_MODULES) $(PURE_TESTS)
 
 bench: $(STAMP)
 	IPU_EMULATOR_DATA=sample $(BIN)/python bench/run_all.py
