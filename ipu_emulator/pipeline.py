@@ -194,7 +194,7 @@ def _plan(stages, schedule, gac, target, host, device_mapping, training, recompu
         sched.check_device_mapping(len(stages), device_mapping)
         name = sched.normalise_schedule_name(schedule)
         if name == "interleaved":  # the SDK's Python-side check comes before compilation
-            sched.interleaved(len(stages), 1, device_mapping, training)
+            sched.check_interleaved_mapping(len(stages), device_mapping, training)
         sched.check_gradient_accumulation_count(name, len(stages), gac, training, device_mapping)
         built = sched.build_schedule(name, len(stages), gac, device_mapping, training,
                                      recompute, stages_per_ipu, check=False)

@@ -658,6 +658,18 @@ def grouped(num_stages: int, micro_batches: int, device_mapping=None,
     return _from_steps("grouped", steps, mapping, m_count, training)
 
 
+def check_interleaved_mapping(num_stages: int, device_mapping=None, training: bool = True):
+    """The SDK's Python-side check of an Interleaved pipeline: training may not put two
+    stages on one IPU (``NotImplementedError``).  Returns the checked device mapping."""
+    mapping = check_device_mapping(num_stages, device_mapping)
+    if training and len(set(mapping)) != len(mapping):
+        raise PipelineConfigurationError(
+            "The pipelining schedule 'Interleaved' does not currently support multiple "
+            "pipeline stages on the same device for training graphs. Please use a different "
+            "pipeline schedule.", "NotImplementedError")
+    return mapping
+
+
 def interleaved(num_stages: int, micro_batches: int, device_mapping=None,
                 training: bool = True) -> Schedule:
     """Graphcore's ``PipelineSchedule.Interleaved``: IPU ``k`` alternates forward and backward
@@ -668,12 +680,7 @@ def interleaved(num_stages: int, micro_batches: int, device_mapping=None,
     >>> interleaved(4, 8).step_of()[B(0, 0)]
     7
     """
-    mapping = check_device_mapping(num_stages, device_mapping)
-    if training and len(set(mapping)) != len(mapping):
-        raise PipelineConfigurationError(
-            "The pipelining schedule 'Interleaved' does not currently support multiple "
-            "pipeline stages on the same device for training graphs. Please use a different "
-            "pipeline schedule.", "NotImplementedError")
+    mapping = check_interleaved_mapping(num_stages, device_mapping, training)
     n, m_count = num_stages, _check_micro_batches(micro_batches)
     if not training:
         # Forward stages only: nothing to alternate with, so it runs like Grouped.
@@ -1193,6 +1200,7 @@ __all__ = [
     "ACTION_KINDS", "SCHEDULE_NAMES", "GRAPHCORE_SCHEDULES", "COMPARISON_SCHEDULES", "BUILDERS",
     "PipelineConfigurationError", "InvalidScheduleError", "DeadlockError",
     "parse_actions", "format_actions", "normalise_schedule_name", "check_device_mapping",
+    "check_interleaved_mapping",
     "pipeline_overlap", "check_gradient_accumulation_count",
     "grouped", "interleaved", "sequential", "gpipe", "one_f_one_b", "one_f_one_b_order",
     "interleaved_one_f_one_b", "zero_bubble", "build_schedule", "with_recomputation",
