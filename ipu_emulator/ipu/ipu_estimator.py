@@ -648,15 +648,13 @@ class IPUEstimator(_IPUEstimatorBase):
                          eval_batch_size=eval_batch_size, predict_batch_size=predict_batch_size)
 
     def _call_model_fn(self, features, labels, mode):
-        names = support.fn_args(self._model_fn)
-        kwargs = {}
-        if "labels" in names:
-            kwargs["labels"] = labels
-        elif labels is not None:
+        if labels is not None and "labels" not in support.fn_args(self._model_fn):
             raise ValueError("model_fn does not take labels, but input_fn returns labels.")
-        available = {"mode": mode, "params": self._params_for(mode), "config": self._config}
-        kwargs.update({k: v for k, v in available.items() if k in names})
-        spec = self._model_fn(features=features, **kwargs)
+        spec = support.call_with_optional_args(
+            self._model_fn,
+            {"labels": labels, "mode": mode, "params": self._params_for(mode),
+             "config": self._config},
+            features=features)
         if not isinstance(spec, (IPUEstimatorSpec, EstimatorSpec)):
             raise ValueError("`model_fn` must return IPUEstimatorSpec or EstimatorSpec")
         return spec
