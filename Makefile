@@ -15,6 +15,7 @@ STAMP := $(VENV)/.installed-stamp
 # them with their own tests without loading TensorFlow (--noconftest: tests/conftest.py
 # imports TensorFlow for the emulator's tests).
 PURE_MODULES := ipu_emulator/hardware.py ipu_emulator/costs.py ipu_emulator/schedules.py \
+	ipu_emulator/schedule_actions.py ipu_emulator/schedule_rules.py \
 	ipu_emulator/pipeline.py ipu_emulator/timeline.py ipu_emulator/live_trace.py \
 	ipu_emulator/trace.py ipu_emulator/trace_svg.py ipu_emulator/record.py widgets
 PURE_TESTS := tests/test_hardware.py tests/test_costs.py tests/test_schedules.py \
