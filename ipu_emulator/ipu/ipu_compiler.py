@@ -201,10 +201,7 @@ def _to_tensor(value):
 
 def _group_program(program, operations):
     """One op that runs everything the computation built (its sinks at top level)."""
-    # A late build's replica copies are set from the weights once per session
-    # (late_compile), never by their own initialisers.
-    copy_initializers = {copy.initializer for copy, _ in program.late_copies}
-    sinks = [op for op in _top_level_sinks(program.new_ops) if op not in copy_initializers]
+    sinks = _top_level_sinks(program.new_ops)
     return tf.group(*(list(operations) + sinks), name="output_0")
 
 
@@ -228,7 +225,8 @@ def _top_level_sinks(new_ops):
 
 
 def _variable_initializers(new_ops):
-    """The initialiser ops of the graph's variables (their initial values feed only them)."""
+    """The initialiser ops of the graph's variables and of their replicas' copies (their
+    initial values feed only them)."""
     if not new_ops:
         return set()
     graph = new_ops[0].graph
@@ -240,4 +238,4 @@ def _variable_initializers(new_ops):
             initializer = getattr(variable, "initializer", None)
             if initializer is not None:
                 initializers.add(initializer)
-    return initializers
+    return initializers | replication.copy_initializers(graph)

@@ -13,7 +13,7 @@ replication factor than the one it was built with (or, for ``/device:IPU:1`` onw
 IPUs), it is built again (``program.rebuild``,
 provided by ``ipu_compiler``), with the same variables, and runs in place of the first
 build from then on: every fetch of the old program or of its outfeed dequeues is swapped
-for the new one's.  The new replicas' copies of the weights are set from the weights'
+for the new one's.  The new replicas' copies of the weights start from the weights'
 values when the new program first runs in a session, as an IPU system copies the host's
 weights to every replica.
 
@@ -69,7 +69,8 @@ def program_for_device(program):
     program.replaced_by = new_program
     programs.registry(graph).replaced_fetches.update(replaced)
     made_anew = [v for v in _all_variables(graph) if v.op.name not in variables_before]
-    new_program.late_initializer = _late_initializer(graph, new_program.late_copies, made_anew)
+    new_program.late_initializers = _late_initializers(graph, new_program.late_copies,
+                                                       made_anew)
     return new_program
 
 
@@ -94,19 +95,14 @@ def _all_variables(graph):
     return [v for key in keys for v in graph.get_collection(key)]
 
 
-def _late_initializer(graph, copies, made_anew):
-    """One op: initialise the variables the new build made anew, then set every replica
-    copy from its variable's current value."""
-    if not copies and not made_anew:
-        return None
-    with graph.as_default(), tf.control_dependencies(None), graph.name_scope(None):
-        initializers = [v.initializer for v in made_anew]
-        with tf.control_dependencies(initializers):
-            assigns = []
-            for copy, variable in copies:
-                with tf.device(copy.handle.device):
-                    assigns.append(copy.assign(variable.read_value(), read_value=False))
-        return tf.group(*(initializers + assigns), name="replicas_from_host_weights")
+def _late_initializers(graph, copies, made_anew):
+    """The ops to run, in order, before the new build first runs in a session: initialise
+    the variables it made anew, then its replicas' copies (from their variables' values)."""
+    with graph.as_default(), graph.name_scope(None):
+        return [tf.group(*ops, name=name)
+                for ops, name in (([v.initializer for v in made_anew], "new_variables"),
+                                  ([c.initializer for c in copies], "replicas_from_host_weights"))
+                if ops]
 
 
 __all__ = ["needs_rebuild", "program_for_device", "substitute"]

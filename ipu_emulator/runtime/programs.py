@@ -45,12 +45,12 @@ class CompiledProgram:
     # Compiling at the first run (late_compile.py): ``rebuild`` builds the same computation
     # again for the device as configured now and returns (program, {old fetch name: new
     # fetch}); ``replaced_by`` is that program.  A late build's replica copies, and any
-    # variable it made anew, are set once per session by ``late_initializer``.
+    # variable it made anew, are initialised once per session by ``late_initializers``.
     rebuild: object = None
     cpu_offset: int = 0  # first CPU device its IPUs were placed on (shards.cpu_offset)
     replaced_by: object = None
     late_copies: list = field(default_factory=list)
-    late_initializer: object = None
+    late_initializers: list = field(default_factory=list)
     # Gradient accumulation optimizers: mini-batches per weight update, and for the
     # compile-time check (num_mini_batches, inside a loop?, loop's static iteration count).
     gradient_accumulation_count: int = 1

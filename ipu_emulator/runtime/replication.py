@@ -215,10 +215,10 @@ class ReplicatedBuild:
         # without a loop, whose other replicas are the whole computation built again.
         self.program_creations = variable_creations.VariableCreations()
         # Built at a program's first run (``late_compile``): the initial weights are already
-        # in replica 0's variables, so each new copy is later set from its variable's value
-        # (``late_copies``) instead of from the variable's initialiser.
+        # in replica 0's variables, so each new copy starts from its variable's value when
+        # ``late_compile`` runs its initialiser, not with the variable's own initialiser.
         self.late = bool(getattr(_state, "compiling_late", False))
-        self.late_copies: List[tuple] = []
+        self.late_copies: List[tf.Variable] = []
 
     # -- replication factor ---------------------------------------------------------
 
@@ -419,7 +419,9 @@ class ReplicatedBuild:
         from . import shards
         handle = variable._handle  # pylint: disable=protected-access
         graph = self.graph
-        initial = getattr(variable, "_initial_value", None)
+        # A late build's copy starts from the variable's current value (the host's weights at
+        # the program's first run); any other copy from the variable's own initial value.
+        initial = None if self.late else getattr(variable, "_initial_value", None)
         with graph.as_default(), tf.control_dependencies(None), graph.name_scope(None), \
                 tf_ops.colocate_with(None, ignore_existing=True), \
                 tf.device(shards.replica_device(handle.device)):
@@ -429,7 +431,7 @@ class ReplicatedBuild:
                 trainable=False, collections=[], dtype=variable.dtype.base_dtype,
                 name="replica%d/%s" % (replica, handle.op.name))
         if self.late:
-            self.late_copies.append((copy, variable))
+            self.late_copies.append(copy)  # initialised by ``late_compile``, once per session
             return copy
         master_init = getattr(variable, "_initializer_op", None)
         if master_init is not None:
@@ -650,6 +652,11 @@ def compiling_late():
         yield
     finally:
         _state.compiling_late = False
+
+
+def copy_initializers(graph) -> set:
+    """The initialisers of every replica's copies of variables in ``graph``."""
+    return {copy.initializer for copies in _copies_in(graph).values() for copy in copies[1:]}
 
 
 def replica_variables(variable) -> list:

@@ -100,8 +100,9 @@ def _run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         state["deleted_feeds"].discard(infeed.feed_id)
     for program in found.programs:
         _check_before_run(program, state)
-        if program.late_initializer is not None and not state["program_runs"].get(program.name):
-            _original_run(self, program.late_initializer)
+        if not state["program_runs"].get(program.name):
+            for initializer in program.late_initializers:  # a late build's new variables
+                _original_run(self, initializer)
     model_parallel.check_session(self, found.programs)
     for outfeed in found.dequeued_outfeeds:
         if not _outfeed_has_run(outfeed, state) and outfeed.outfeed_mode.value == "all":

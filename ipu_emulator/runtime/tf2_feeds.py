@@ -4,9 +4,9 @@
 (eagerly, or inside a ``tf.function``); their TF1 graph-mode code is untouched.
 
 Infeed.  ``iter(dataset)`` inside an ``IPUStrategy`` returns an ``IPUOwnedIterator``
-(``ipu_infeed_queue``): an ``IPUInfeedQueue`` whose iterator lives on the host.  ``next(it)`` inside a ``tf.function``
-dequeues one element; eagerly it raises the SDK's error, because on an IPU the elements are
-only reachable from the device program.
+(``ipu_infeed_queue``): an ``IPUInfeedQueue`` whose iterator lives on the host.
+``next(it)`` inside a ``tf.function`` dequeues one element; eagerly it raises the SDK's
+error, because on an IPU the elements are only reachable from the device program.
 
 Outfeed.  The first ``enqueue`` traced for a queue creates its host buffer (outside the
 function, so every call of the function appends to the same buffer):
