@@ -192,18 +192,23 @@ def check_gradient_accumulation_count(schedule, num_stages: int, gac, training: 
     return overlap
 
 
+# pipelining_ops and IPU Keras raise it too (their device mappings take other forms).
+INTERLEAVED_SHARED_IPU_MESSAGE = (
+    "The pipelining schedule 'Interleaved' does not currently support multiple pipeline "
+    "stages on the same device for training graphs. Please use a different pipeline "
+    "schedule.")
+
+
 def check_interleaved_mapping(num_stages: int, device_mapping=None, training: bool = True):
     """The SDK's Python-side check of an Interleaved pipeline: training may not put two
     stages on one IPU (``NotImplementedError``).  Returns the checked device mapping."""
     mapping = check_device_mapping(num_stages, device_mapping)
     if training and len(set(mapping)) != len(mapping):
-        raise PipelineConfigurationError(
-            "The pipelining schedule 'Interleaved' does not currently support multiple "
-            "pipeline stages on the same device for training graphs. Please use a different "
-            "pipeline schedule.", "NotImplementedError")
+        raise PipelineConfigurationError(INTERLEAVED_SHARED_IPU_MESSAGE, "NotImplementedError")
     return mapping
 
 
 __all__ = ["GRAPHCORE_SCHEDULES", "COMPARISON_SCHEDULES", "SCHEDULE_NAMES",
            "PipelineConfigurationError", "check_device_mapping", "normalise_schedule_name",
-           "pipeline_overlap", "check_gradient_accumulation_count", "check_interleaved_mapping"]
+           "pipeline_overlap", "check_gradient_accumulation_count", "check_interleaved_mapping",
+           "INTERLEAVED_SHARED_IPU_MESSAGE"]

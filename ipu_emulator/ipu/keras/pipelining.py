@@ -33,7 +33,7 @@ from dataclasses import replace
 
 import tensorflow as tf
 
-from ipu_emulator import hardware, record, schedules, system
+from ipu_emulator import hardware, record, schedule_rules, schedules, system
 from ipu_emulator.costs import StageCost
 from ipu_emulator.ipu.ops import pipelining_ops
 from .accumulation import check_accumulation_arguments
@@ -397,10 +397,7 @@ def plan(model, steps_per_execution, training):
                  "backward_propagation_stages_poplar_options"):
         pipelining_ops._check_stage_options(kwargs.get(what), what, num_stages)  # pylint: disable=protected-access
     if schedule == "interleaved" and training and len(set(mapping)) != len(mapping):
-        raise NotImplementedError(
-            "The pipelining schedule 'Interleaved' does not currently support multiple "
-            "pipeline stages on the same device for training graphs. Please use a different "
-            "pipeline schedule.")
+        raise NotImplementedError(schedule_rules.INTERLEAVED_SHARED_IPU_MESSAGE)
     # The stages' IPUs are shards: rounded up to a power of two, a divisor of the device.
     num_shards = hardware.next_power_of_two(max(mapping) + 1)
     num_ipus = system.device(0).num_ipus

@@ -53,7 +53,7 @@ import logging
 import tensorflow as tf
 from tensorflow.python.util import nest
 
-from ipu_emulator import record, schedules, system
+from ipu_emulator import record, schedule_rules, schedules, system
 from ipu_emulator.ipu import ipu_infeed_queue, ipu_outfeed_queue, loops
 from ipu_emulator.ipu.gradient_accumulation import (GradientAccumulationReductionMethod,
                                                    accumulator_dtype)
@@ -237,10 +237,7 @@ def pipeline(computational_stages, gradient_accumulation_count=None,
     # 10.-11. schedule restrictions
     if (pipeline_schedule == PipelineSchedule.Interleaved and training
             and len(set(all_ipus)) != len(all_ipus)):
-        raise NotImplementedError(
-            "The pipelining schedule 'Interleaved' does not currently support multiple "
-            "pipeline stages on the same device for training graphs. Please use a different "
-            "pipeline schedule.")
+        raise NotImplementedError(schedule_rules.INTERLEAVED_SHARED_IPU_MESSAGE)
     if (pipeline_schedule == PipelineSchedule.Sequential and batch_serialization_iterations > 1
             and len(set(all_ipus)) > 1):
         raise NotImplementedError("When using batch serialization, all the pipeline stages "
