@@ -23,7 +23,6 @@ The training loss the estimator reports is the mean loss per micro-batch: the pi
 outfeeds the loss summed over each pass, which the host divides by the accumulation count.
 """
 import collections
-import functools
 
 import numpy as np
 import tensorflow as tf
@@ -31,7 +30,7 @@ from tensorflow.python.util import nest
 
 from ipu_emulator.compat.estimator import ModeKeys
 from . import estimator_support as support
-from . import ipu_outfeed_queue, loops
+from . import ipu_outfeed_queue
 from .gradient_accumulation import GradientAccumulationReductionMethod
 from .ipu_estimator import _IPUEstimatorBase, _Program, _verify_model_fn_args, merge_loop_dims
 from .ops import pipelining_ops
@@ -153,12 +152,10 @@ class IPUPipelineEstimator(_IPUEstimatorBase):
     def _pipeline(self, spec, infeed, outfeed, name, stages=None, **overrides):
         kwargs = dict(spec.pipeline_op_kwargs)
         kwargs.update(overrides)
-        graph = tf.compat.v1.get_default_graph()
-        scope = graph.get_name_scope()
-        stages = [_in_name_scope(stage, graph, scope)
-                  for stage in (stages or spec.computational_stages)]
+        # pipeline() builds its stages in this name scope, as loops build their bodies: the
+        # variables get the names an IPUEstimator gives them.
         return pipelining_ops.pipeline(
-            computational_stages=stages,
+            computational_stages=list(stages or spec.computational_stages),
             gradient_accumulation_count=spec.gradient_accumulation_count,
             repeat_count=_pipeline_runs(self._iterations_per_loop, spec),
             infeed_queue=infeed, outfeed_queue=outfeed, device_mapping=spec.device_mapping,
@@ -227,17 +224,6 @@ def _pipeline_runs(iterations_per_loop, spec):
     if spec.iterations_count_pipeline_runs:
         return iterations_per_loop
     return iterations_per_loop // spec.gradient_accumulation_count
-
-
-def _in_name_scope(stage, graph, scope):
-    """``stage`` built in name scope ``scope`` rather than inside the pipeline's loop scopes,
-    as ``loops`` builds loop bodies: the variables get the names an ``IPUEstimator`` gives
-    them, and a tensor a stage names (e.g. for a ``LoggingTensorHook``) keeps that name."""
-    @functools.wraps(stage)
-    def stage_in_scope(*args, **kwargs):
-        with loops.enclosing_name_scope(graph, scope):
-            return stage(*args, **kwargs)
-    return stage_in_scope
 
 
 def _returning_predictions(last_stage):
