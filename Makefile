@@ -11,17 +11,10 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: lab test test-fast bench env clean-env
 
-# The pure layers (no TensorFlow): their docstring examples run as tests, and test-fast runs
-# them with their own tests without loading TensorFlow (--noconftest: tests/conftest.py
-# imports TensorFlow for the emulator's tests).
-PURE_MODULES := ipu_emulator/hardware.py ipu_emulator/costs.py ipu_emulator/schedules.py \
-	ipu_emulator/schedule_actions.py ipu_emulator/schedule_rules.py \
-	ipu_emulator/pipeline.py ipu_emulator/timeline.py ipu_emulator/live_trace.py \
-	ipu_emulator/trace.py ipu_emulator/trace_svg.py ipu_emulator/record.py widgets
-PURE_TESTS := tests/test_hardware.py tests/test_costs.py tests/test_schedules.py \
-	tests/test_pipeline.py tests/test_timeline.py tests/test_trace.py tests/test_trace_svg.py \
-	tests/test_widgets.py tests/test_splits_picker.py tests/test_feeds_explorer.py \
-	tests/test_simulate_cli.py
+# The pure layers (plain Python, no TensorFlow: pyproject.toml's import contracts keep them so).
+# Their docstring examples run as tests; test-fast runs them with their own tests.
+PURE_MODULES := ipu_emulator/sim ipu_emulator/views ipu_emulator/record.py widgets
+PURE_TESTS := tests/sim tests/views tests/widgets tests/cli/test_simulate.py
 
 env: $(STAMP)
 
@@ -41,13 +34,13 @@ lab: $(STAMP)
 test: $(STAMP)
 	$(if $(findstring not browser,$(PYTEST_ARGS)),,@bash scripts/ensure_browser.sh)
 	$(BIN)/lint-imports --no-cache
-	MPLBACKEND=Agg $(BIN)/python -m pytest -q --noconftest -p no:cacheprovider --doctest-modules $(PURE_MODULES)
+	MPLBACKEND=Agg $(BIN)/python -m pytest -q -p no:cacheprovider --doctest-modules $(PURE_MODULES)
 	IPU_EMULATOR_DATA=sample MPLBACKEND=Agg $(BIN)/python -m pytest --nbval-lax $(PYTEST_ARGS) tests notebooks
 
 # The simulator, views and widgets only, without TensorFlow: about ten seconds.
 test-fast: $(STAMP)
 	$(BIN)/lint-imports --no-cache
-	MPLBACKEND=Agg $(BIN)/python -m pytest --noconftest -p no:cacheprovider --doctest-modules $(PURE_MODULES) $(PURE_TESTS)
+	MPLBACKEND=Agg $(BIN)/python -m pytest -p no:cacheprovider --doctest-modules $(PURE_MODULES) $(PURE_TESTS)
 
 bench: $(STAMP)
 	IPU_EMULATOR_DATA=sample $(BIN)/python bench/run_all.py

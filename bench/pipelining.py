@@ -9,7 +9,7 @@
     are per weight update (the run's makespan / passes, so the host's per-run cost is
     shared as it is in the tutorial).  Two sources of stage costs sit side by side:
 
-      model      the layer cost model (``costs.stage_costs``) fed to ``simulate_pipeline``
+      model      the layer cost model (``cost_model.stage_costs``) fed to ``simulate_pipeline``
       recorded   the same MLP built with ``pipelining_ops.pipeline``, really run through
                  the emulator, and its recorded run re-simulated (``record.last_runs``)
 
@@ -42,8 +42,9 @@ import ipu_emulator  # noqa: F401  (legacy Keras switch before TensorFlow loads)
 import tensorflow.compat.v1 as tf
 
 tf.disable_v2_behavior()
-from ipu_emulator import costs, ipu, record  # noqa: E402
-from ipu_emulator.pipeline import simulate_pipeline  # noqa: E402
+from ipu_emulator import ipu, record
+from ipu_emulator.sim import cost_model  # noqa: E402
+from ipu_emulator.sim.pipeline_simulator import simulate_pipeline  # noqa: E402
 from ipu_emulator.runtime import shards  # noqa: E402
 
 BATCH = 32
@@ -51,10 +52,10 @@ TARGET = "ipu2"
 SCHEDULES = ("sequential", "grouped", "interleaved")
 SDK_SCHEDULE = {"sequential": "Sequential", "grouped": "Grouped", "interleaved": "Interleaved"}
 
-UNIFORM_MLP = ((costs.Input((256,), name="features"),)
-               + tuple(costs.Dense(256, activation="relu", name="dense%d" % k)
+UNIFORM_MLP = ((cost_model.Input((256,), name="features"),)
+               + tuple(cost_model.Dense(256, activation="relu", name="dense%d" % k)
                        for k in range(8))
-               + (costs.Dense(10, name="logits"), costs.SoftmaxCrossEntropy(name="cel")))
+               + (cost_model.Dense(10, name="logits"), cost_model.SoftmaxCrossEntropy(name="cel")))
 
 
 # --- balanced splits ------------------------------------------------------------------------
@@ -66,7 +67,7 @@ def balanced_splits(layers, num_stages):
     if num_stages > len(names):
         return None
     flops = {c.name: c.forward_flops + c.backward_flops
-             for c in costs.layer_costs(layers, BATCH)}
+             for c in cost_model.layer_costs(layers, BATCH)}
     best, best_key = None, None
     for cut in itertools.combinations(range(1, len(names)), num_stages - 1):
         bounds = (0,) + cut + (len(names),)
@@ -83,7 +84,7 @@ def model_figures(layers, num_stages, micro_batches, passes):
     splits = balanced_splits(layers, num_stages)
     if splits is None:
         return None
-    stages = costs.stage_costs(layers, splits, batch_size=BATCH)
+    stages = cost_model.stage_costs(layers, splits, batch_size=BATCH)
     result = {}
     for schedule in SCHEDULES:
         timeline = simulate_pipeline(stages, schedule, micro_batches, repeat_count=passes,
@@ -227,8 +228,8 @@ def build_plain_accumulation(stage_names, micro_batches, passes, devices=None):
 
 def recorded_figures(num_stages, ordinal, micro_batches, passes):
     """Simulated metrics of a real emulated run per schedule."""
-    names = costs.split_stages(costs.TUTORIAL_MLP,
-                              balanced_splits(costs.TUTORIAL_MLP, num_stages))
+    names = cost_model.split_stages(cost_model.TUTORIAL_MLP,
+                              balanced_splits(cost_model.TUTORIAL_MLP, num_stages))
     result = {}
     for schedule in SCHEDULES:
         graph = tf.Graph()
@@ -274,10 +275,10 @@ def host_overhead(micro_batches, passes, rounds, ordinals):
     and a control loop per device)."""
     one_device = "plain TF, one device"
     variants = {one_device: lambda: build_plain_accumulation(
-        costs.split_stages(costs.TUTORIAL_MLP, ()), micro_batches, passes)}
+        cost_model.split_stages(cost_model.TUTORIAL_MLP, ()), micro_batches, passes)}
     for num_stages, ordinal in ordinals.items():
-        names = costs.split_stages(costs.TUTORIAL_MLP,
-                                   balanced_splits(costs.TUTORIAL_MLP, num_stages))
+        names = cost_model.split_stages(cost_model.TUTORIAL_MLP,
+                                   balanced_splits(cost_model.TUTORIAL_MLP, num_stages))
         devices = [shards.cpu_device(ordinal, k) for k in range(num_stages)]
         variants["plain TF, %d stages placed" % num_stages] = (
             lambda n=names, d=devices: build_plain_accumulation(n, micro_batches, passes, d))
@@ -343,17 +344,17 @@ def main():
 
     print("simulated %s time; micro-batch %d, %d micro-batches per weight update, %d "
           "weight updates per engine run\n" % (TARGET, BATCH, args.micro_batches, args.passes))
-    for layers, label in ((costs.TUTORIAL_MLP, "tutorial MLP"),
+    for layers, label in ((cost_model.TUTORIAL_MLP, "tutorial MLP"),
                           (UNIFORM_MLP, "uniform MLP (8 x Dense 256)")):
         for num_stages in (2, 4, 8):
             splits = balanced_splits(layers, num_stages)
             if splits is not None:
                 print("  %s, %d stages: %s" % (
                     label, num_stages,
-                    " | ".join(",".join(s) for s in costs.split_stages(layers, splits))))
+                    " | ".join(",".join(s) for s in cost_model.split_stages(layers, splits))))
     print()
-    print_speedups("(a) model-based, tutorial MLP (costs.stage_costs):",
-                   {n: model_figures(costs.TUTORIAL_MLP, n, args.micro_batches, args.passes)
+    print_speedups("(a) model-based, tutorial MLP (cost_model.stage_costs):",
+                   {n: model_figures(cost_model.TUTORIAL_MLP, n, args.micro_batches, args.passes)
                     for n in (2, 4, 8)}, args.micro_batches, args.passes)
     print()
     print_speedups("(a) recorded, tutorial MLP (pipelining_ops.pipeline run in the emulator):",

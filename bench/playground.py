@@ -19,7 +19,8 @@ import subprocess
 import sys
 import time
 
-from ipu_emulator import pipeline, trace
+from ipu_emulator import views
+from ipu_emulator.sim import pipeline_simulator
 from widgets.playground import render_svg
 
 SCHEDULES = ("grouped", "interleaved", "sequential", "gpipe", "1f1b", "interleaved-1f1b",
@@ -37,7 +38,7 @@ def _median_seconds(function, rounds):
 
 
 def _simulate(stages, micro_batches, schedule, unit_cost):
-    return pipeline.simulate_pipeline(pipeline.unit_stages(stages), schedule,
+    return pipeline_simulator.simulate_pipeline(pipeline_simulator.unit_stages(stages), schedule,
                                       gradient_accumulation_count=micro_batches,
                                       unit_cost=unit_cost)
 
@@ -47,7 +48,7 @@ def _render_png(timeline):
     from matplotlib.figure import Figure
     figure = Figure(figsize=(11, 0.42 * (len(timeline.lanes) + 1.6) + 0.6))
     FigureCanvasAgg(figure)
-    trace.plot_timeline(timeline, ax=figure.subplots())
+    views.plot_timeline(timeline, ax=figure.subplots())
     figure.tight_layout()
     figure.savefig(io.BytesIO(), format="png", dpi=80)
 

@@ -33,7 +33,7 @@ import time
 import ipu_emulator  # noqa: F401  (legacy Keras switch before TensorFlow loads)
 import tensorflow as tf
 
-from ipu_emulator import datasets
+from ipu_emulator.data import datasets
 from ipu_emulator.ipu import ipu_outfeed_queue, ipu_strategy
 
 BATCH = 32

@@ -1,14 +1,20 @@
 """ipu_emulator: Graphcore's IPU TensorFlow API on stock TensorFlow (CPU), plus a simulator
 that shows what an IPU would have done.
 
-Layers (arrows point down only):
-    ipu_emulator.ipu.*   API front: same names, signatures and error messages as
-                         tensorflow.python.ipu; runs real numerics on CPU TensorFlow
-    record               what ran: engine runs, loop trip counts, feeds, measured costs
-    simulator            hardware -> timeline -> metrics   (pure Python, no TensorFlow)
-    views                matplotlib trace, text summary, Chrome-trace/Perfetto JSON
+The folders are the layers; each may import only the layers below it (``make test`` checks
+this with import-linter, ``pyproject.toml`` [tool.importlinter]):
 
-Importing this package does not import TensorFlow; ``ipu_emulator.ipu`` does.
+    cli/       the command line: run an original script, simulate a schedule, the import hook
+    ipu/       API front: tensorflow.python.ipu's names, signatures and error messages; real
+               numerics on CPU TensorFlow.  compat/ holds the SDK's other module trees.
+    runtime/   the TensorFlow-side device runtime: programs, replicas, shards, Session.run,
+               the configured system.  data/ serves data sets offline.
+    views/     pictures and text of a timeline: matplotlib, SVG, summary, Perfetto JSON
+    sim/       the simulator: hardware, costs, schedules -> timeline -> metrics
+    record.py  what ran, as plain data: engine runs, trip counts, feeds, measured costs
+
+``sim/``, ``views/`` and ``record.py`` are plain Python: importing this package, the
+simulator or the views does not import TensorFlow; ``ipu_emulator.ipu`` does.
 """
 import os as _os
 
@@ -22,4 +28,4 @@ __version__ = "0.1.0"
 
 # The simulator registers itself with the record so ``ProgramRecord.simulate()`` works (the
 # record is data only and imports no simulator).  Plain Python: no TensorFlow is imported.
-from . import live_trace as _simulator  # noqa: E402,F401  pylint: disable=wrong-import-position
+from .sim import recorded_runs as _simulator  # noqa: E402,F401  pylint: disable=wrong-import-position

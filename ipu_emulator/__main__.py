@@ -4,7 +4,7 @@
 import argparse
 import sys
 
-from ipu_emulator import runner, simulate_cli
+from ipu_emulator.cli import runner, simulate
 
 
 def main(argv=None) -> int:
@@ -18,8 +18,8 @@ def main(argv=None) -> int:
     runner.add_arguments(run_parser)
     simulate_parser = commands.add_parser(
         "simulate", help="simulate a pipeline schedule (no TensorFlow needed)",
-        description=simulate_cli.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    simulate_cli.add_arguments(simulate_parser)
+        description=simulate.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    simulate.add_arguments(simulate_parser)
     for name, text in (("install-hook", "make `import tensorflow.python.ipu` work under plain "
                                         "python3 in this environment (writes a .pth file)"),
                        ("uninstall-hook", "remove the import hook's .pth file")):
@@ -38,7 +38,7 @@ def main(argv=None) -> int:
         return runner.run(options)
     if options.command == "simulate":
         try:
-            return simulate_cli.run(options)
+            return simulate.run(options)
         except BrokenPipeError:  # e.g. `... --json | head`: the reader has all it wanted
             sys.stdout = None  # nothing more can reach the closed pipe, not even at exit
             return 0
@@ -47,14 +47,14 @@ def main(argv=None) -> int:
 
 
 def _hook_command(options) -> int:
-    from ipu_emulator import hook
+    from ipu_emulator.cli import startup_hook
     try:
         if options.command == "install-hook":
-            path = hook.install_hook(options.site_dir, tf1=options.tf1)
+            path = startup_hook.install_hook(options.site_dir, tf1=options.tf1)
             print("ipu_emulator: import hook installed: %s\n(remove it with "
                   "`python -m ipu_emulator uninstall-hook`)" % path)
             return 0
-        path = hook.uninstall_hook(options.site_dir)
+        path = startup_hook.uninstall_hook(options.site_dir)
     except OSError as error:
         print("ipu_emulator: %s" % error, file=sys.stderr)
         return 1

@@ -137,7 +137,7 @@ class EngineRun:
     host_seconds: Optional[float] = None
     first_run: bool = False  # the run that compiled the program (compile time not simulated)
     # Model parallelism: the measured cost of each shard or pipeline stage (a
-    # ``costs.StageCost`` each; empty for a single-IPU program) and, for a pipeline, how its
+    # ``cost_model.StageCost`` each; empty for a single-IPU program) and, for a pipeline, how its
     # stages were scheduled.  A sharded program without a pipeline runs its shards in turn.
     stages: tuple = ()
     pipeline: Optional[PipelineSettings] = None
@@ -171,17 +171,17 @@ class ProgramRecord:
 
     def simulate(self, target="ipu2", host=None, batch_size=None, title=""):
         """The simulated IPU timeline of these runs: a convenience for
-        ``ipu_emulator.live_trace.simulate_record(self, ...)``.
+        ``ipu_emulator.sim.recorded_runs.simulate_record(self, ...)``.
 
         This module is data only and imports no simulator; the simulator registers itself
         here when it is imported (``import ipu_emulator`` does that).
         """
         if _simulator is None:
-            raise RuntimeError("No simulator is loaded: import ipu_emulator.live_trace.")
+            raise RuntimeError("No simulator is loaded: import ipu_emulator.sim.recorded_runs.")
         return _simulator(self, target=target, host=host, batch_size=batch_size, title=title)
 
 
-# The function ``ProgramRecord.simulate`` calls (``live_trace.simulate_record``).
+# The function ``ProgramRecord.simulate`` calls (``recorded_runs.simulate_record``).
 _simulator = None
 
 

@@ -24,21 +24,22 @@ from typing import Optional, Sequence, Tuple
 
 import ipywidgets as w
 
-from ipu_emulator import costs, hardware, trace
-from ipu_emulator.hardware import HostModel
+from ipu_emulator import views
+from ipu_emulator.sim import cost_model, hardware
+from ipu_emulator.sim.hardware import HostModel
 from ipu_emulator.record import ComputeCost, EngineRun
-from ipu_emulator.timeline import Timeline, simulate_engine_runs
+from ipu_emulator.sim.timeline import Timeline, simulate_engine_runs
 
 IPU_VERSIONS = hardware.IPU_VERSIONS
 HOSTS = ("tutorial 3 host", "ideal host")
 STEPS_PER_EXECUTION_CHOICES = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 # Graphcore's tutorial 3 model: Flatten, Dense(128, relu), Dense(10, softmax), batches of 32.
 TUTORIAL3_MLP = (
-    costs.Input((28, 28), name="images"),
-    costs.Flatten(name="flatten"),
-    costs.Dense(128, activation="relu", name="dense128"),
-    costs.Dense(10, name="logits"),
-    costs.SoftmaxCrossEntropy(name="cel"),
+    cost_model.Input((28, 28), name="images"),
+    cost_model.Flatten(name="flatten"),
+    cost_model.Dense(128, activation="relu", name="dense128"),
+    cost_model.Dense(10, name="logits"),
+    cost_model.SoftmaxCrossEntropy(name="cel"),
 )
 LOSS_BYTES = 4  # each step sends its float32 loss to the host through the outfeed
 TRACE_STEPS = 20  # steps drawn in the trace
@@ -46,7 +47,7 @@ TRACE_STEPS = 20  # steps drawn in the trace
 
 def tutorial3_step_cost(batch_size: int = 32) -> ComputeCost:
     """One training step of tutorial 3's MLP, from the declarative cost model."""
-    [stage] = costs.stage_costs(TUTORIAL3_MLP, (), batch_size)
+    [stage] = cost_model.stage_costs(TUTORIAL3_MLP, (), batch_size)
     return ComputeCost(
         forward_flops=stage.forward_flops, backward_flops=stage.backward_flops,
         weight_update_flops=stage.weight_update_flops,
@@ -258,7 +259,7 @@ def summary_html(result: FeedsResult) -> str:
          plain.total_seconds, plain.launch_fraction),
     ]
     body = "".join(f"<tr><td><b>{name}</b></td><td>{what}</td>"
-                   f"<td>{trace.format_seconds(seconds)}</td><td>{share:.0%}</td></tr>"
+                   f"<td>{views.format_seconds(seconds)}</td><td>{share:.0%}</td></tr>"
                    for name, what, seconds, share in rows)
     return (f"<p>{config.steps:,} training steps on {config.ipu_version}, {config.host}: "
             f"feeds are <b>{result.speedup:.2f}x</b> faster (simulated IPU time).</p>"
@@ -295,7 +296,7 @@ def render_png(result: FeedsResult, points, width_inches: float = 11.0) -> bytes
     for row, (name, program) in enumerate((("with feeds", result.with_feeds),
                                            ("without feeds", result.without_feeds))):
         ax = figure.add_subplot(grid[row, 1])
-        trace.plot_timeline(program.trace, ax=ax, time_unit="ms",
+        views.plot_timeline(program.trace, ax=ax, time_unit="ms",
                             title=f"{name}: the first {TRACE_STEPS} steps")
         ax.set_xlim(0, longest_ms)
     figure.tight_layout()

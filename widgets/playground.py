@@ -17,9 +17,10 @@ from typing import List, Optional
 
 import ipywidgets as w
 
-from ipu_emulator import trace, trace_svg
-from ipu_emulator.hardware import get_target
-from ipu_emulator.timeline import Timeline
+from ipu_emulator import views
+from ipu_emulator.views import svg
+from ipu_emulator.sim.hardware import get_target
+from ipu_emulator.sim.timeline import Timeline
 from .playground_model import (IPU_VERSIONS, SCHEDULES, PlaygroundConfig, PlaygroundResult,
                                layer_names, ordered_splits, simulate)
 
@@ -160,9 +161,9 @@ def render_svg(timelines: List[Timeline], width: int = 960) -> str:
     # The host's launch of the engine run (about 1 ms) would dwarf a small pipeline, so the
     # view starts where the IPUs start; the title says what was left out.
     start = min(_first_ipu_event(t) for t in timelines)
-    titles = [t.title + (f"  ({trace_svg.launch_note(start)})" if start > 0 else "")
+    titles = [t.title + (f"  ({svg.launch_note(start)})" if start > 0 else "")
               for t in timelines]
-    return trace_svg.timeline_svg(timelines, width=width, start=start, titles=titles)
+    return svg.timeline_svg(timelines, width=width, start=start, titles=titles)
 
 
 def _first_ipu_event(timeline: Timeline) -> float:
@@ -186,7 +187,7 @@ def metrics_html(results: List[PlaygroundResult]) -> str:
                       and not result.config.unit_cost else "n/a in unit-cost mode")
         rows.append(
             f"<tr><td><b>{label}</b></td><td>{escape(result.timeline.title)}</td>"
-            f"<td>{trace.format_seconds(m.makespan) if not result.config.unit_cost else f'{m.makespan:g} units'}</td>"
+            f"<td>{views.format_seconds(m.makespan) if not result.config.unit_cost else f'{m.makespan:g} units'}</td>"
             f"<td>{m.bubble_fraction:.0%}</td><td>{utilisation}</td><td>{in_flight}</td>"
             f"<td>{memory} of {_megabytes(capacity)}</td><td>{throughput}</td></tr>")
     header = ("<tr><th></th><th>configuration</th><th>makespan (simulated IPU time)</th>"

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Optional, Tuple
 
-from ipu_emulator import costs, hardware, pipeline
-from ipu_emulator.schedules import SCHEDULE_NAMES as SCHEDULES
-from ipu_emulator.timeline import Timeline
+from ipu_emulator.sim import cost_model, hardware, pipeline_simulator
+from ipu_emulator.sim.schedules import SCHEDULE_NAMES as SCHEDULES
+from ipu_emulator.sim.timeline import Timeline
 
 IPU_VERSIONS = hardware.IPU_VERSIONS
 
@@ -49,7 +49,7 @@ class PlaygroundResult:
     config: PlaygroundConfig
     timeline: Optional[Timeline] = None
     error: Optional[str] = None
-    stages: Tuple[costs.StageCost, ...] = field(default=())
+    stages: Tuple[cost_model.StageCost, ...] = field(default=())
 
     @property
     def ok(self) -> bool:
@@ -58,7 +58,7 @@ class PlaygroundResult:
 
 def layer_names(model: str) -> Tuple[str, ...]:
     """Names of the layers a split may start at (every layer but the first)."""
-    return tuple(layer.name for layer in costs.builtin_model(model))[1:]
+    return tuple(layer.name for layer in cost_model.builtin_model(model))[1:]
 
 
 def ordered_splits(model: str, splits) -> Tuple[str, ...]:
@@ -74,12 +74,12 @@ def simulate(config: PlaygroundConfig) -> PlaygroundResult:
     (gradient accumulation count rules, too few stages), so learners meet the real messages.
     """
     try:
-        layers = costs.builtin_model(config.model)
+        layers = cost_model.builtin_model(config.model)
         # Recomputation is the simulator's to apply (an extra forward action); costing it
         # here as well would count the second forward twice.
-        stages = tuple(costs.stage_costs(
+        stages = tuple(cost_model.stage_costs(
             layers, ordered_splits(config.model, config.splits), config.batch_size))
-        timeline = pipeline.simulate_pipeline(
+        timeline = pipeline_simulator.simulate_pipeline(
             stages,
             schedule=config.schedule,
             gradient_accumulation_count=config.gradient_accumulation_count,

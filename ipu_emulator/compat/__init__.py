@@ -1,1 +1,1 @@
-"""Import-path shims for older Graphcore code (see ``ipu_emulator.importer``)."""
+"""Import-path shims for older Graphcore code (see ``ipu_emulator.cli.import_aliases``)."""

@@ -10,7 +10,7 @@ runs unchanged (through ``python -m ipu_emulator run``) and notebooks can write:
 """
 import ipu_emulator  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads Keras)
 
-from ipu_emulator.runtime import session_hook as _session_hook
+from ipu_emulator.runtime import session_run as _session_run
 from ipu_emulator.runtime import shards as _shards
 
 from . import config
@@ -53,7 +53,7 @@ for _name in _unemulated.MODULES:
         globals()[_module] = getattr(globals()[_package], _module)
 del _name, _package, _module
 
-_session_hook.install()
+_session_run.install()
 _shards.install()  # sessions get one CPU device per configured IPU (real shard placement)
 
 __all__ = ["config", "utils", "scopes", "sharding", "ipu_compiler", "loops", "ipu_infeed_queue",

@@ -3,7 +3,7 @@
 An ``IPUConfig`` is a tree of option categories with typed leaf options.  Setting options
 does nothing by itself; ``configure_ipu_system`` validates the tree, turns it into an
 ``IpuOptions`` record (the emulator's stand-in for the ``IpuOptions`` protobuf) and applies
-it to the emulated system (:mod:`ipu_emulator.system`)::
+it to the emulated system (:mod:`ipu_emulator.runtime.configured_system`)::
 
     from ipu_emulator.ipu import config
 
@@ -28,7 +28,8 @@ import typing
 from dataclasses import dataclass
 from typing import List, Optional
 
-from ipu_emulator import hardware, system
+from ipu_emulator.runtime import configured_system
+from ipu_emulator.sim import hardware
 # The configuration record and its enums; config.SelectionOrder etc. are the SDK's names.
 from .ipu_options import (  # noqa: F401  (ProfilingConfig, SpeedSizeConfig: re-exported)
     DeviceConfig, DeviceConnectionType, ExecutionProfileType, FloatingPointBehaviourConfig,
@@ -495,7 +496,7 @@ class IPUConfig(_ConfigBase):
         """Validate the tree and build the ``IpuOptions`` record.  Does not modify ``self``."""
         if self.auto_select_ipus and self.select_ipus:  # truthiness, as in the SDK
             raise Exception("Only one of `auto_select_ipus` and `select_ipus` can be set.")
-        if self.select_ipus and system.running_on_ipu_model():
+        if self.select_ipus and configured_system.running_on_ipu_model():
             raise Exception("When using the IPUModel, the devices to attach to can only be "
                             "specified with `auto_select_ipus`.")
         auto_select_ipus = _as_list(self.auto_select_ipus)
@@ -535,7 +536,7 @@ def _as_list(int_or_ints) -> list:
 
 
 def _write_ipu_model(ipu_model: _IPUModelConfig, opts: IpuOptions) -> None:
-    if system.running_on_ipu_model() and not ipu_model.version:
+    if configured_system.running_on_ipu_model() and not ipu_model.version:
         raise ValueError("ipu_model.version must be set when using the IPUModel.")
     opts.ipu_model_config = IpuModelConfig(
         compile_ipu_code=ipu_model.compile_ipu_code,
@@ -622,7 +623,7 @@ def _write_experimental(experimental: _ExperimentalConfig, opts: IpuOptions) -> 
 
 
 # --------------------------------------------------------------------------------------
-# The emulated backend: IpuOptions -> system.SystemConfiguration
+# The emulated backend: IpuOptions -> configured_system.SystemConfiguration
 # --------------------------------------------------------------------------------------
 
 # Hardware exposes multi-IPU device configurations of power-of-two sizes only.
@@ -694,11 +695,11 @@ def _ipu_version_and_tiles(opts: IpuOptions, on_ipu_model: bool):
         if not version:
             _logger.warning("A version was not supplied when using the IPU Model. "
                             "Defaulting to 'ipu2'.")
-            version = system.DEFAULT_IPU_VERSION
+            version = configured_system.DEFAULT_IPU_VERSION
         tiles = opts.ipu_model_config.tiles_per_ipu or _ipu_model_tiles_flag()
     else:
         # Real hardware reports its own version; without one, assume the GC200 (ipu2).
-        version = opts.ipu_version or system.DEFAULT_IPU_VERSION
+        version = opts.ipu_version or configured_system.DEFAULT_IPU_VERSION
         tiles = 0
     if version not in _KNOWN_IPU_VERSIONS:
         # Poplar rejects unknown architectures; its exact text is not known.
@@ -708,16 +709,16 @@ def _ipu_version_and_tiles(opts: IpuOptions, on_ipu_model: bool):
     return version, tiles
 
 
-def _system_configuration_from(opts: IpuOptions) -> system.SystemConfiguration:
-    on_ipu_model = system.running_on_ipu_model()
+def _system_configuration_from(opts: IpuOptions) -> configured_system.SystemConfiguration:
+    on_ipu_model = configured_system.running_on_ipu_model()
     devices = tuple(
-        system.VirtualDevice(ordinal, _device_size(device_config, ordinal, on_ipu_model))
+        configured_system.VirtualDevice(ordinal, _device_size(device_config, ordinal, on_ipu_model))
         for ordinal, device_config in enumerate(opts.device_config))
     if not devices:
-        _logger.info(system.NO_DEVICE_CONFIGURED_MESSAGE)
-        devices = (system.VirtualDevice(0, 1),)
+        _logger.info(configured_system.NO_DEVICE_CONFIGURED_MESSAGE)
+        devices = (configured_system.VirtualDevice(0, 1),)
     version, tiles = _ipu_version_and_tiles(opts, on_ipu_model)
-    return system.SystemConfiguration(
+    return configured_system.SystemConfiguration(
         devices=devices,
         ipu_model=on_ipu_model,
         ipu_version=version,
@@ -729,8 +730,8 @@ def _system_configuration_from(opts: IpuOptions) -> system.SystemConfiguration:
     )
 
 
-def _options_from_system(cfg: system.SystemConfiguration) -> IpuOptions:
-    """An IpuOptions describing a system configured directly through ipu_emulator.system."""
+def _options_from_system(cfg: configured_system.SystemConfiguration) -> IpuOptions:
+    """An IpuOptions describing a system configured directly through ipu_emulator.runtime.configured_system."""
     opts = IpuOptions(device_config=[DeviceConfig(auto_count=d.num_ipus) for d in cfg.devices])
     opts.selection_order = SelectionOrder[cfg.selection_order]
     opts.speed_size_config.allow_recompute = cfg.allow_recompute
@@ -742,15 +743,15 @@ def _options_from_system(cfg: system.SystemConfiguration) -> IpuOptions:
 
 # The IpuOptions last applied, with the SystemConfiguration it produced, so that
 # get_ipu_config can hand back the options (as the backend keeps the protobuf).
-_applied: Optional[typing.Tuple[IpuOptions, system.SystemConfiguration]] = None
+_applied: Optional[typing.Tuple[IpuOptions, configured_system.SystemConfiguration]] = None
 
 
 def _applied_options() -> Optional[IpuOptions]:
-    if not system.is_configured():
+    if not configured_system.is_configured():
         return None
-    if _applied is not None and _applied[1] is system.current():
+    if _applied is not None and _applied[1] is configured_system.current():
         return _applied[0]
-    return _options_from_system(system.current())
+    return _options_from_system(configured_system.current())
 
 
 # --------------------------------------------------------------------------------------
@@ -784,7 +785,7 @@ def configure_ipu_system(config, device="cpu", reset_configuration=True):
         reset_ipu_configuration()
 
     system_configuration = _system_configuration_from(opts)  # backend checks (device sizes)
-    system.configure(system_configuration)
+    configured_system.configure(system_configuration)
     _applied = (opts, system_configuration)
 
 
@@ -796,14 +797,14 @@ def get_ipu_config(session=None):
     opts = _applied_options()
     if opts is None:
         raise RuntimeError("No IPU devices configured.")
-    return [copy.deepcopy(opts) for _ in system.current().devices]
+    return [copy.deepcopy(opts) for _ in configured_system.current().devices]
 
 
 def reset_ipu_configuration():
     """Forget the applied configuration (the next configure starts from scratch)."""
     global _applied
     _applied = None
-    system.reset()
+    configured_system.reset()
 
 
 __all__ = [

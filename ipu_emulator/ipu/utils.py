@@ -22,7 +22,7 @@ import logging
 import re
 import sys
 
-from ipu_emulator import system
+from ipu_emulator.runtime import configured_system
 from ipu_emulator.ipu.config import (  # noqa: F401  (re-exported, as in the SDK)
     DeviceConfig,
     DeviceConnectionType,
@@ -391,7 +391,7 @@ def set_gcl_options(opts, num_io_tiles=0, gcl_options=None):
 
 def running_on_ipu_model():
     """True when ``TF_POPLAR_FLAGS`` contains ``--use_ipu_model``."""
-    return system.running_on_ipu_model()
+    return configured_system.running_on_ipu_model()
 
 
 def get_num_of_ipus_in_device(ipu_device, device="cpu"):
@@ -400,7 +400,7 @@ def get_num_of_ipus_in_device(ipu_device, device="cpu"):
     if match is None:
         raise ValueError(f"{ipu_device!r} is not an IPU device name such as "
                          "'/device:IPU:0'.")
-    return system.device(int(match.group(1))).num_ipus
+    return configured_system.device(int(match.group(1))).num_ipus
 
 
 def reset_ipu_seed(seed, device="/device:IPU:0", cpu_device="cpu",

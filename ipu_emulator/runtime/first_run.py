@@ -19,7 +19,8 @@ import logging
 
 import tensorflow as tf
 
-from ipu_emulator import schedules, system
+from ipu_emulator.runtime import configured_system
+from ipu_emulator.sim import schedules
 from . import device_types, programs, replication, shards
 
 _logger = logging.getLogger("ipu_emulator")
@@ -66,7 +67,7 @@ def accumulation_usage_error(num_mini_batches, in_loop, loop_iterations):
 
 
 def _check_shards(program) -> None:
-    num_ipus = system.device(program.device_ordinal).num_ipus
+    num_ipus = configured_system.device(program.device_ordinal).num_ipus
     num_shards = shards.num_shards(program)
     mismatch = replication.shard_mismatch_message(num_ipus, num_shards)
     if mismatch:

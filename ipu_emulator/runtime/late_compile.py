@@ -8,7 +8,7 @@ configure the IPUs just before opening the session.
 
 The emulator builds the computation into the TensorFlow graph when ``compile`` is called
 (its ops are the real numerics), so such a program was built without knowing its device.
-At the program's first run (``session_hook``), if the device now gives it another
+At the program's first run (``session_run``), if the device now gives it another
 replication factor than the one it was built with (or, for ``/device:IPU:1`` onwards, other
 IPUs), it is built again (``program.rebuild``,
 provided by ``ipu_compiler``), with the same variables, and runs in place of the first
@@ -25,7 +25,7 @@ from __future__ import annotations
 import tensorflow as tf
 from tensorflow.python.util import nest
 
-from ipu_emulator import system
+from ipu_emulator.runtime import configured_system
 from . import programs, replication, shards
 
 
@@ -34,7 +34,7 @@ def _device_replication_factor(program):
     decided here (an unknown device, or shards that do not divide it: both are the
     first-run errors of ``model_parallel``/``system``)."""
     try:
-        num_ipus = system.device(program.device_ordinal).num_ipus
+        num_ipus = configured_system.device(program.device_ordinal).num_ipus
     except tf.errors.InvalidArgumentError:
         return None
     num_shards = shards.num_shards(program)

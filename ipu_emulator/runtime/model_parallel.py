@@ -13,7 +13,7 @@ from dataclasses import replace
 import tensorflow as tf
 
 from ipu_emulator import record
-from ipu_emulator.costs import StageCost
+from ipu_emulator.sim.cost_model import StageCost
 from . import graph_costs, shards
 from .programs import PipelineBuild, pipelines_of
 

@@ -76,7 +76,7 @@ def _replica_context(build, replica):
 
 def num_shards_for(max_shard_index: Optional[int]) -> int:
     """Shards a program occupies: the next power of two above its highest shard index."""
-    from ipu_emulator import hardware
+    from ipu_emulator.sim import hardware
     return hardware.next_power_of_two(1 if max_shard_index is None else max_shard_index + 1)
 
 
@@ -113,10 +113,10 @@ def device_mismatch_message(program) -> Optional[str]:
     """Checked at a program's first run: a program whose feeds declared its replicas (SDK
     2.0 and earlier) must get that many from the device.  Any other program is built again
     for the device it runs on when that gives it other replicas (``late_compile``)."""
-    from ipu_emulator import system
+    from ipu_emulator.runtime import configured_system
     if not program.replicas_from_feeds:
         return None
-    return feed_mismatch_message(program, system.device(program.device_ordinal).num_ipus)
+    return feed_mismatch_message(program, configured_system.device(program.device_ordinal).num_ipus)
 
 
 def feed_mismatch_message(program, num_ipus: int) -> Optional[str]:
@@ -575,11 +575,11 @@ def start(program, ordinal: Optional[int]) -> Optional[ReplicatedBuild]:
     factor the graph's feeds declared decides (see the module docstring); none declared
     counts as one IPU.
     """
-    from ipu_emulator import system
+    from ipu_emulator.runtime import configured_system
     num_ipus = 1
     replicas_from_feeds = False
-    if ordinal is not None and system.is_configured():
-        for device in system.current().devices:
+    if ordinal is not None and configured_system.is_configured():
+        for device in configured_system.current().devices:
             if device.ordinal == ordinal:
                 num_ipus = device.num_ipus
     elif ordinal is not None:

@@ -34,7 +34,8 @@ import threading
 import tensorflow as tf
 from tensorflow.python.client import session as tf_session
 
-from ipu_emulator import hardware, system
+from ipu_emulator.runtime import configured_system
+from ipu_emulator.sim import hardware
 
 SHARDING_ATTR = "_XlaSharding"
 
@@ -160,10 +161,10 @@ def replica_device(device):
 def cpu_offset(ordinal):
     """Index of the first CPU device that stands for ``/device:IPU:{ordinal}`` (0 before
     the system is configured: then only the first device's layout is known)."""
-    if not system.is_configured():
+    if not configured_system.is_configured():
         return 0
     offset = 0
-    for device in system.current().devices:
+    for device in configured_system.current().devices:
         if device.ordinal < ordinal:
             offset += device.num_ipus
     return offset
@@ -181,10 +182,10 @@ def cpu_device(ordinal, shard):
     sessions are then given as many CPU devices as the graph's ops name
     (``required_cpu_devices``).
     """
-    if not system.is_configured():
+    if not configured_system.is_configured():
         return "/device:CPU:%d" % shard
     try:
-        size = system.device(ordinal).num_ipus
+        size = configured_system.device(ordinal).num_ipus
     except Exception:  # pylint: disable=broad-except  (unknown ordinal: reported at run)
         size = 1
     return "/device:CPU:%d" % (cpu_offset(ordinal) + shard % max(1, size))
@@ -194,8 +195,8 @@ def required_cpu_devices(graph=None):
     """CPU devices a session needs: one per IPU of the configured system, and at least as
     many as the IPU programs of ``graph`` were placed on (built before configuring)."""
     configured = 0
-    if system.is_configured():
-        configured = sum(device.num_ipus for device in system.current().devices)
+    if configured_system.is_configured():
+        configured = sum(device.num_ipus for device in configured_system.current().devices)
     return max(1, configured, _highest_program_cpu(graph) + 1)
 
 

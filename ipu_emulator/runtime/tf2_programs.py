@@ -1,6 +1,6 @@
 """TensorFlow 2 programs: one call of a ``tf.function`` run by ``IPUStrategy`` = one engine run.
 
-In TF1 every ``sess.run`` of a compiled program is an engine run (``session_hook``).  In TF2
+In TF1 every ``sess.run`` of a compiled program is an engine run (``session_run``).  In TF2
 the program is a ``tf.function`` and ``strategy.run(fn, args)`` executes it once on the IPU.
 This module
 

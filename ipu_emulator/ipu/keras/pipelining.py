@@ -33,12 +33,14 @@ from dataclasses import replace
 
 import tensorflow as tf
 
-from ipu_emulator import hardware, record, schedule_rules, schedules, system
-from ipu_emulator.costs import StageCost
+from ipu_emulator import record
+from ipu_emulator.runtime import configured_system
+from ipu_emulator.sim import hardware, schedule_rules, schedules
+from ipu_emulator.sim.cost_model import StageCost
 from ipu_emulator.ipu.ops import pipelining_ops
 from .accumulation import check_accumulation_arguments
 from ipu_emulator.runtime import graph_costs, tf2_programs
-from ipu_emulator.schedules import PipelineConfigurationError
+from ipu_emulator.sim.schedules import PipelineConfigurationError
 
 # --- PipelineStage: stages of layer invocations while a functional model is built -------
 
@@ -400,7 +402,7 @@ def plan(model, steps_per_execution, training):
         raise NotImplementedError(schedule_rules.INTERLEAVED_SHARED_IPU_MESSAGE)
     # The stages' IPUs are shards: rounded up to a power of two, a divisor of the device.
     num_shards = hardware.next_power_of_two(max(mapping) + 1)
-    num_ipus = system.device(0).num_ipus
+    num_ipus = configured_system.device(0).num_ipus
     if num_ipus % num_shards:
         raise ValueError("Current device has {} IPUs attached, however the current model "
                          "requires a multiple of {} IPUs.".format(num_ipus, num_shards))
@@ -416,7 +418,7 @@ def plan(model, steps_per_execution, training):
         schedule=schedule, gradient_accumulation_count=count,
         repeat_count=steps_per_execution // count, device_mapping=tuple(mapping),
         training=training,
-        recompute=training and system.current().allow_recompute,
+        recompute=training and configured_system.current().allow_recompute,
         offload_weights=training and bool(kwargs.get("offload_weight_update_variables")
                                           or kwargs.get("offload_weights")),
         offload_activations=training and bool(kwargs.get("offload_activations")))

@@ -34,7 +34,7 @@ micro-batches overlap is the schedule's business, which only the simulator (the 
 the run) shows.  Each accumulator lives, is added to, read, cleared and applied on its
 stage's device, and the outfeed is enqueued from the last stage's: a tensor that crosses
 between the CPU devices on every micro-batch costs host time
-(tests/test_pipeline_placement.py).  Accumulators are ordinary non-trainable variables,
+(tests/emulator/test_pipeline_placement.py).  Accumulators are ordinary non-trainable variables,
 initialised by ``tf.global_variables_initializer()`` like the model's own.
 
 Replicated pipelines: on a device with more IPUs than the stages need (their IPUs rounded
@@ -44,7 +44,7 @@ element ``i * R + r``, runs its stage ``k`` on IPU ``r * S + k`` with its own co
 variables and accumulators, and its outfeed values are stacked on a replica axis.  The
 pipeline does not average gradients across replicas by itself (neither does the SDK's):
 wrap the optimizer in ``CrossReplicaOptimizer`` inside ``optimizer_function``; its all-reduce
-runs in the one weight-update branch all replicas share (tests/test_replicated_pipelines.py).
+runs in the one weight-update branch all replicas share (tests/emulator/test_replicated_pipelines.py).
 """
 import contextlib
 import enum
@@ -53,7 +53,9 @@ import logging
 import tensorflow as tf
 from tensorflow.python.util import nest
 
-from ipu_emulator import record, schedule_rules, schedules, system
+from ipu_emulator import record
+from ipu_emulator.runtime import configured_system
+from ipu_emulator.sim import schedule_rules, schedules
 from ipu_emulator.ipu import ipu_infeed_queue, ipu_outfeed_queue, loops
 from ipu_emulator.ipu.gradient_accumulation import (GradientAccumulationReductionMethod,
                                                    accumulator_dtype)
@@ -778,7 +780,7 @@ class _PipelineBuilder:
             repeat_count=int(self.repeat_count) if repeat_static else 1,
             device_mapping=tuple(_stage_ipus(m)[0] for m in self.device_mapping),
             training=self.training,
-            recompute=self.training and system.current().allow_recompute,
+            recompute=self.training and configured_system.current().allow_recompute,
             offload_weights=offload_weights and self.training,
             offload_activations=offload_activations and self.training,
             accumulation_dtype_bytes=self._accumulator_element_bytes())

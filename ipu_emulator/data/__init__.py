@@ -1,0 +1,2 @@
+"""Data that works offline: ``datasets`` (MNIST, Fashion-MNIST, CIFAR-10/100 with Keras's
+shapes) and the bundled MNIST sample it falls back to (``mnist_sample.npz``, see README.md)."""

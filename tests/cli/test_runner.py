@@ -1,0 +1,84 @@
+"""End to end: unmodified TF1 IPU scripts run through ``python -m ipu_emulator run``."""
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+
+
+def run_cli(*args, cwd):
+    env = dict(os.environ, IPU_EMULATOR_DATA="sample", TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run([sys.executable, "-m", "ipu_emulator", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def epoch_losses(stdout):
+    return [float(m) for m in re.findall(r"mean loss ([0-9.]+)", stdout)]
+
+
+@pytest.fixture(scope="module")
+def looped_run(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("looped")
+    result = run_cli("run", "--tf1", "--seed", "3", "--trace", "trace.json",
+                     str(EXAMPLES / "tf1_loop_with_infeed.py"), "--epochs", "2", cwd=workdir)
+    return result, workdir
+
+
+def test_looped_script_trains_and_reports_one_engine_run_per_epoch(looped_run):
+    result, _ = looped_run
+    assert result.returncode == 0, result.stderr[-2000:]
+    losses = epoch_losses(result.stdout)
+    assert len(losses) == 2 and losses[1] < losses[0]
+    assert "(125 steps)" in result.stdout  # 4,000 sample images / batch 32, from the outfeed
+    assert "ipu_emulator: 2 engine runs, 250 loop iterations" in result.stderr
+    assert "bundled sample" in result.stderr  # the offline data substitution is announced
+
+
+def test_trace_file_is_chrome_trace_json(looped_run):
+    result, workdir = looped_run
+    assert result.returncode == 0
+    trace = json.loads((workdir / "trace.json").read_text())
+    slices = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    kinds = {e["args"]["kind"] for e in slices}
+    assert {"host", "stream_copy", "forward", "backward", "weight_update"} <= kinds
+    assert sum(1 for e in slices if e["name"] == "Engine::run") == 2
+
+
+def test_step_per_run_script_makes_one_engine_run_per_step(tmp_path):
+    result = run_cli("run", "--tf1", str(EXAMPLES / "tf1_step_per_run.py"), "--epochs", "2",
+                     cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    losses = epoch_losses(result.stdout)
+    assert len(losses) == 2 and losses[1] < losses[0]
+    assert "ipu_emulator: 250 engine runs, 250 loop iterations" in result.stderr
+    # The old configuration API still works and says it is deprecated, as SDK 2.1-2.3 did.
+    assert "create_ipu_config (from tensorflow.python.ipu.utils) is deprecated" in result.stderr
+
+
+def test_seeded_runs_are_repeatable(looped_run, tmp_path):
+    first, _ = looped_run
+    again = run_cli("run", "--tf1", "--seed", "3", str(EXAMPLES / "tf1_loop_with_infeed.py"),
+                    "--epochs", "2", cwd=tmp_path)
+    assert again.returncode == 0
+    assert epoch_losses(again.stdout) == epoch_losses(first.stdout)
+
+
+def test_script_exit_code_and_argv_are_passed_through(tmp_path):
+    script = tmp_path / "exits.py"
+    script.write_text("import sys\nprint(sys.argv[1:])\nsys.exit(7)\n")
+    result = run_cli("run", str(script), "--flag", "value", cwd=tmp_path)
+    assert result.returncode == 7
+    assert "['--flag', 'value']" in result.stdout
+    assert "ran no IPU programs" in result.stderr
+
+
+def test_missing_script_is_a_clear_error(tmp_path):
+    result = run_cli("run", "no_such_script.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "no such script: no_such_script.py" in result.stderr
