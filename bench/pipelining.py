@@ -43,7 +43,7 @@ import tensorflow.compat.v1 as tf
 
 tf.disable_v2_behavior()
 from ipu_emulator import ipu, record
-from ipu_emulator.sim import cost_model  # noqa: E402
+from ipu_emulator.sim import builtin_models, cost_model, model_layers  # noqa: E402
 from ipu_emulator.sim.pipeline_simulator import simulate_pipeline  # noqa: E402
 from ipu_emulator.runtime import shards  # noqa: E402
 
@@ -52,10 +52,10 @@ TARGET = "ipu2"
 SCHEDULES = ("sequential", "grouped", "interleaved")
 SDK_SCHEDULE = {"sequential": "Sequential", "grouped": "Grouped", "interleaved": "Interleaved"}
 
-UNIFORM_MLP = ((cost_model.Input((256,), name="features"),)
-               + tuple(cost_model.Dense(256, activation="relu", name="dense%d" % k)
+UNIFORM_MLP = ((model_layers.Input((256,), name="features"),)
+               + tuple(model_layers.Dense(256, activation="relu", name="dense%d" % k)
                        for k in range(8))
-               + (cost_model.Dense(10, name="logits"), cost_model.SoftmaxCrossEntropy(name="cel")))
+               + (model_layers.Dense(10, name="logits"), model_layers.SoftmaxCrossEntropy(name="cel")))
 
 
 # --- balanced splits ------------------------------------------------------------------------
@@ -228,8 +228,8 @@ def build_plain_accumulation(stage_names, micro_batches, passes, devices=None):
 
 def recorded_figures(num_stages, ordinal, micro_batches, passes):
     """Simulated metrics of a real emulated run per schedule."""
-    names = cost_model.split_stages(cost_model.TUTORIAL_MLP,
-                              balanced_splits(cost_model.TUTORIAL_MLP, num_stages))
+    names = cost_model.split_stages(builtin_models.TUTORIAL_MLP,
+                              balanced_splits(builtin_models.TUTORIAL_MLP, num_stages))
     result = {}
     for schedule in SCHEDULES:
         graph = tf.Graph()
@@ -275,10 +275,10 @@ def host_overhead(micro_batches, passes, rounds, ordinals):
     and a control loop per device)."""
     one_device = "plain TF, one device"
     variants = {one_device: lambda: build_plain_accumulation(
-        cost_model.split_stages(cost_model.TUTORIAL_MLP, ()), micro_batches, passes)}
+        cost_model.split_stages(builtin_models.TUTORIAL_MLP, ()), micro_batches, passes)}
     for num_stages, ordinal in ordinals.items():
-        names = cost_model.split_stages(cost_model.TUTORIAL_MLP,
-                                   balanced_splits(cost_model.TUTORIAL_MLP, num_stages))
+        names = cost_model.split_stages(builtin_models.TUTORIAL_MLP,
+                                   balanced_splits(builtin_models.TUTORIAL_MLP, num_stages))
         devices = [shards.cpu_device(ordinal, k) for k in range(num_stages)]
         variants["plain TF, %d stages placed" % num_stages] = (
             lambda n=names, d=devices: build_plain_accumulation(n, micro_batches, passes, d))
@@ -344,7 +344,7 @@ def main():
 
     print("simulated %s time; micro-batch %d, %d micro-batches per weight update, %d "
           "weight updates per engine run\n" % (TARGET, BATCH, args.micro_batches, args.passes))
-    for layers, label in ((cost_model.TUTORIAL_MLP, "tutorial MLP"),
+    for layers, label in ((builtin_models.TUTORIAL_MLP, "tutorial MLP"),
                           (UNIFORM_MLP, "uniform MLP (8 x Dense 256)")):
         for num_stages in (2, 4, 8):
             splits = balanced_splits(layers, num_stages)
@@ -354,7 +354,7 @@ def main():
                     " | ".join(",".join(s) for s in cost_model.split_stages(layers, splits))))
     print()
     print_speedups("(a) model-based, tutorial MLP (cost_model.stage_costs):",
-                   {n: model_figures(cost_model.TUTORIAL_MLP, n, args.micro_batches, args.passes)
+                   {n: model_figures(builtin_models.TUTORIAL_MLP, n, args.micro_batches, args.passes)
                     for n in (2, 4, 8)}, args.micro_batches, args.passes)
     print()
     print_speedups("(a) recorded, tutorial MLP (pipelining_ops.pipeline run in the emulator):",

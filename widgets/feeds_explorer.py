@@ -25,7 +25,7 @@ from typing import Optional, Sequence, Tuple
 import ipywidgets as w
 
 from ipu_emulator import views
-from ipu_emulator.sim import cost_model, hardware
+from ipu_emulator.sim import cost_model, hardware, model_layers
 from ipu_emulator.sim.hardware import HostModel
 from ipu_emulator.record import ComputeCost, EngineRun
 from ipu_emulator.sim.timeline import Timeline, simulate_engine_runs
@@ -35,11 +35,11 @@ HOSTS = ("tutorial 3 host", "ideal host")
 STEPS_PER_EXECUTION_CHOICES = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 # Graphcore's tutorial 3 model: Flatten, Dense(128, relu), Dense(10, softmax), batches of 32.
 TUTORIAL3_MLP = (
-    cost_model.Input((28, 28), name="images"),
-    cost_model.Flatten(name="flatten"),
-    cost_model.Dense(128, activation="relu", name="dense128"),
-    cost_model.Dense(10, name="logits"),
-    cost_model.SoftmaxCrossEntropy(name="cel"),
+    model_layers.Input((28, 28), name="images"),
+    model_layers.Flatten(name="flatten"),
+    model_layers.Dense(128, activation="relu", name="dense128"),
+    model_layers.Dense(10, name="logits"),
+    model_layers.SoftmaxCrossEntropy(name="cel"),
 )
 LOSS_BYTES = 4  # each step sends its float32 loss to the host through the outfeed
 TRACE_STEPS = 20  # steps drawn in the trace

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Optional, Tuple
 
-from ipu_emulator.sim import cost_model, hardware, pipeline_simulator
+from ipu_emulator.sim import builtin_models, cost_model, hardware, pipeline_simulator
 from ipu_emulator.sim.schedules import SCHEDULE_NAMES as SCHEDULES
 from ipu_emulator.sim.timeline import Timeline
 
@@ -58,7 +58,7 @@ class PlaygroundResult:
 
 def layer_names(model: str) -> Tuple[str, ...]:
     """Names of the layers a split may start at (every layer but the first)."""
-    return tuple(layer.name for layer in cost_model.builtin_model(model))[1:]
+    return tuple(layer.name for layer in builtin_models.builtin_model(model))[1:]
 
 
 def ordered_splits(model: str, splits) -> Tuple[str, ...]:
@@ -74,7 +74,7 @@ def simulate(config: PlaygroundConfig) -> PlaygroundResult:
     (gradient accumulation count rules, too few stages), so learners meet the real messages.
     """
     try:
-        layers = cost_model.builtin_model(config.model)
+        layers = builtin_models.builtin_model(config.model)
         # Recomputation is the simulator's to apply (an extra forward action); costing it
         # here as well would count the second forward twice.
         stages = tuple(cost_model.stage_costs(

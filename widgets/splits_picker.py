@@ -25,7 +25,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import ipywidgets as w
 
-from ipu_emulator.sim import cost_model, schedules
+from ipu_emulator.sim import builtin_models, cost_model, schedules
 from ipu_emulator.sim.timeline import COMPUTE_KINDS, Timeline
 from .playground import metrics_html, render_svg
 from ipu_emulator.sim.hardware import next_power_of_two
@@ -104,7 +104,7 @@ def evaluate(splits: Sequence[str], model: str = "tutorial-mlp", schedule: str =
     picked = tuple(splits)
     try:
         ordered = ordered_splits(model, picked)
-        stages = cost_model.split_stages(cost_model.builtin_model(model), ordered)
+        stages = cost_model.split_stages(builtin_models.builtin_model(model), ordered)
         num_stages = len(stages)
         gac = accumulation_count_for(schedule, num_stages, min_accumulation)
     except Exception as error:  # pylint: disable=broad-except  (shown to the learner)

@@ -30,7 +30,7 @@ import sys
 from typing import List, Optional
 
 from ipu_emulator import views
-from ipu_emulator.sim import cost_model, pipeline_simulator, schedules
+from ipu_emulator.sim import builtin_models, cost_model, pipeline_simulator, schedules
 from ipu_emulator.sim.hardware import TARGETS
 from ipu_emulator.sim.schedules import InvalidScheduleError, PipelineConfigurationError
 
@@ -38,7 +38,7 @@ DEFAULT_STAGES = 4
 # The pipelining tutorial's defaults: --batches-to-accumulate 16, --batch-size 32.
 DEFAULT_MICRO_BATCHES = 16
 DEFAULT_BATCH_SIZE = 32
-DEFAULT_SPLITS = {"tutorial-mlp": cost_model.TUTORIAL_MLP_SPLITS}
+DEFAULT_SPLITS = {"tutorial-mlp": builtin_models.TUTORIAL_MLP_SPLITS}
 ACCUMULATION_DTYPES = {"float32": 4, "float16": 2}
 # Above this many micro-batches the printed schedule grid would be too wide to read.
 MAX_PRINTED_MICRO_BATCHES = 16
@@ -75,11 +75,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        default="float32", help="gradient accumulator type (default float32)")
 
     model = parser.add_argument_group("model (instead of identical stages)")
-    model.add_argument("--model", choices=sorted(cost_model.MODELS), default=None,
+    model.add_argument("--model", choices=sorted(builtin_models.MODELS), default=None,
                        help="a built-in model, cut into stages at --splits")
     model.add_argument("--splits", nargs="+", default=None, metavar="LAYER",
                        help="first layer of each next stage, e.g. dense32 (tutorial-mlp "
-                            f"default: {' '.join(cost_model.TUTORIAL_MLP_SPLITS)})")
+                            f"default: {' '.join(builtin_models.TUTORIAL_MLP_SPLITS)})")
     model.add_argument("--batch-size", type=int, default=None, metavar="B",
                        help=f"micro-batch size (default {DEFAULT_BATCH_SIZE} with --model)")
     model.add_argument("--optimizer", choices=sorted(cost_model.OPTIMIZERS), default="sgd",
@@ -111,7 +111,7 @@ def stage_costs_for(options) -> List[cost_model.StageCost]:
                          f"stage.")
     # Recomputation is simulated by the pipeline (an R before each B), so the cost model
     # must not fold it into the backward pass as well.
-    stages = cost_model.stage_costs(cost_model.builtin_model(options.model), splits,
+    stages = cost_model.stage_costs(builtin_models.builtin_model(options.model), splits,
                                batch_size=options.batch_size or DEFAULT_BATCH_SIZE,
                                optimizer=options.optimizer)
     if options.stages is not None and options.stages != len(stages):

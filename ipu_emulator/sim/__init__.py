@@ -1,7 +1,9 @@
 """The pure simulator: what an IPU would have done, in plain Python (no TensorFlow).
 
 ``hardware``            IPU targets (tiles, memory, FLOP/s, link and host bandwidths) and the host model
-``cost_model``          layers and pipeline stages of a model: FLOPs, activations, weights per micro-batch
+``model_layers``        the layers a model is made of, each with its shapes, parameters, FLOPs, bytes
+``cost_model``          a model's layers and pipeline stages: FLOPs, activations, weights per micro-batch
+``builtin_models``      the tutorials' models (the pipelining MLP, the convnet)
 ``schedule_actions``    the actions of a pipeline schedule, the ``Schedule`` record, its checks, deadlocks
 ``schedule_rules``      Graphcore's configuration rules for pipelines and the SDK's messages
 ``schedules``           the schedule builders (Grouped, Interleaved, Sequential, 1F1B, ...)

@@ -1,6 +1,6 @@
 """Per-layer and per-stage costs of a model, for the pipeline simulator (pure Python).
 
-A model is a declarative list of layers (``Input``, ``Flatten``, ``Dense``, ``Conv2D``, ...).
+A model is a declarative list of layers (``model_layers``: ``Input``, ``Dense``, ``Conv2D``, ...).
 Cutting it at split points gives pipeline stages; each stage's ``StageCost`` says what one
 micro-batch costs it: forward/backward FLOPs, the activations it must keep until its backward
 pass, the bytes it sends to the next stage, and its weights and optimizer state.
@@ -9,49 +9,22 @@ The same ``StageCost`` records can come from a recorded TensorFlow run (the API 
 each pipeline stage's ops), so a widget's hypothetical model and a real run are simulated
 alike.
 
+    >>> from ipu_emulator.sim.builtin_models import builtin_model
     >>> model = builtin_model("tutorial-mlp")
     >>> [stage.layers for stage in stage_costs(model, ["dense32"], batch_size=32)]
     [('flatten', 'dense256', 'dense128', 'dense64'), ('dense32', 'logits', 'cel')]
 
-FLOP conventions (the same as ``runtime/graph_costs.py`` counts for a recorded graph, so both
-paths agree; shapes include the batch dimension ``B``):
-
-* Dense ``n -> u``: forward ``2*B*n*u`` (MatMul) ``+ B*u`` (BiasAdd) ``+ f*B*u`` (activation:
-  ``f`` = 1 for relu, 4 for sigmoid/tanh).  Backward: weight gradient ``2*B*n*u`` + bias
-  gradient ``B*u`` + activation gradient ``B*u`` (if any) + input gradient ``2*B*n*u``.
-* Conv2D: the same pattern with ``2 * output elements * kh*kw*c_in`` for the convolution and
-  for each of its two gradients (Conv2DBackpropFilter/Input cost as much as the forward op).
-* Flatten/Reshape: free (views).  Pooling: one FLOP per output element forward, one per input
-  element backward (MaxPool/MaxPoolGrad ops in ``graph_costs``).
-* SoftmaxCrossEntropy over ``C`` classes: forward ``6*(B*C + B)`` (the fused TensorFlow op
-  writes per-example losses and the saved gradient) ``+ B`` (mean); backward ``B*C + B``.
-* No input gradient for layers that have no trainable layer before them: nothing upstream
-  needs it, so the compiled program does not compute it (XLA drops it as dead code).  The
-  first Dense/Conv2D of a model therefore has backward = forward, later ones about 2x.
-  (A TF1 graph built by ``tf.gradients`` still *contains* that unused op, so
-  ``graph_costs`` counts it; the difference is the first layer's ``2*B*n*u``.)
-* Weight update, per parameter: SGD 2, momentum 4, Adam 12 (``graph_costs``' table).
-
-Memory conventions: a layer's forward pass reads its input and weights and writes its output
-(bias and activation fused in); its backward pass reads the incoming gradient and the tensors
-it saved (and the weights, when it computes the input gradient) and writes the weight and
-input gradients.  Kept activations are the tensors backward passes read (Dense/Conv2D: the
-input, and the output when there is an activation; MaxPool2D: both; the loss: its ``B*C``
-gradient), each tensor stored once however many layers read it.
+The FLOP and memory conventions of each layer are in ``model_layers``.
 
 Pure Python: no TensorFlow import (the simulator layer never imports it).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterable, List, Sequence, Tuple, Union
 
-Shape = Tuple[int, ...]
-
-# Class labels are counted as int32 whatever ``dtype_bytes`` is: sparse softmax cross-entropy
-# takes integer class ids (int32 is the smallest type it accepts).
-LABEL_BYTES = 4
+from ipu_emulator.sim.model_layers import (LABEL_BYTES, Input, Layer, Shape, SoftmaxCrossEntropy,
+                                           check_positive_int, elements)
 
 
 @dataclass(frozen=True)
@@ -81,16 +54,6 @@ class StageCost:
     output_bytes: int = 0
 
 
-# --- element-wise costs, as runtime/graph_costs.py counts them ------------------------
-
-# Forward FLOPs per element of each activation (graph_costs: Relu 1, Sigmoid/Tanh 4).
-ACTIVATION_FLOPS = {"relu": 1, "sigmoid": 4, "tanh": 4}
-# ReluGrad, SigmoidGrad, TanhGrad: graph_costs counts one FLOP per element for each.
-ACTIVATION_GRADIENT_FLOPS = 1
-# The fused SparseSoftmaxCrossEntropyWithLogits op (exp, sum, log, subtract, ...).
-SOFTMAX_CROSS_ENTROPY_FLOPS = 6
-
-
 @dataclass(frozen=True)
 class Optimizer:
     """What an optimizer costs per trainable parameter.
@@ -108,444 +71,6 @@ OPTIMIZERS: Dict[str, Optimizer] = {
     "momentum": Optimizer(update_flops_per_parameter=4, state_copies=1),
     "adam": Optimizer(update_flops_per_parameter=12, state_copies=2),
 }
-
-
-def _elements(shape: Shape) -> int:
-    return math.prod(shape)
-
-
-def _check_positive_int(value, what: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{what} must be a positive integer, got {value!r}")
-
-
-def _check_activation(activation: Optional[str]) -> None:
-    if activation is not None and activation not in ACTIVATION_FLOPS:
-        known = ", ".join(sorted(ACTIVATION_FLOPS))
-        raise ValueError(f"unknown activation {activation!r}; use None or one of: {known}")
-
-
-def _pair(value, what: str) -> Tuple[int, int]:
-    """``3 -> (3, 3)``; ``(3, 1)`` stays; Keras accepts both for kernel sizes and strides."""
-    is_int = isinstance(value, int) and not isinstance(value, bool)
-    try:
-        pair = (value, value) if is_int else tuple(value)
-    except TypeError:
-        pair = ()
-    if len(pair) != 2:
-        raise ValueError(f"{what} must be an int or a pair of ints, got {value!r}")
-    for item in pair:
-        _check_positive_int(item, what)
-    return pair
-
-
-def _check_padding(padding: str) -> str:
-    normalized = str(padding).lower()
-    if normalized not in ("same", "valid"):
-        raise ValueError(f"padding must be 'same' or 'valid', got {padding!r}")
-    return normalized
-
-
-def _spatial_output(size: int, window: int, stride: int, padding: str) -> int:
-    """Output length of a sliding window, as TensorFlow computes it."""
-    if padding == "same":
-        return -(-size // stride)
-    return (size - window) // stride + 1 if size >= window else 0
-
-
-def _check_rank(layer, input_shape: Shape, rank: int, what: str) -> None:
-    if len(input_shape) != rank:
-        raise ValueError(f"{type(layer).__name__} {layer.name!r} needs {what}, "
-                         f"got input shape {input_shape}")
-
-
-# --- layers --------------------------------------------------------------------------
-
-class Layer:
-    """What every layer knows, from its input shape (which includes the batch dimension).
-
-    Defaults describe a free, parameterless layer; subclasses override what they cost.
-    ``input_gradient`` says whether the backward pass must produce the gradient with respect
-    to the layer's input, which is needed only when a trainable layer comes before it.
-    """
-
-    name: str
-    # Flatten and Reshape re-label the same memory: their output *is* their input.
-    is_view = False
-
-    def output_shape(self, input_shape: Shape) -> Shape:
-        return input_shape
-
-    def parameter_count(self, input_shape: Shape) -> int:
-        return 0
-
-    def forward_flops(self, input_shape: Shape) -> float:
-        return 0.0
-
-    def backward_flops(self, input_shape: Shape, input_gradient: bool = True) -> float:
-        return 0.0
-
-    # Which of its tensors the backward pass reads.  A tensor kept by two layers (one's
-    # output is the next one's input) is stored once; ``stage_costs`` counts it once.
-    def saves_input(self) -> bool:
-        return False
-
-    def saves_output(self) -> bool:
-        return False
-
-    def private_saved_elements(self, input_shape: Shape) -> int:
-        """Elements of tensors only this layer keeps for its backward pass."""
-        return 0
-
-    def forward_bytes(self, input_shape: Shape, dtype_bytes: int) -> float:
-        return 0.0
-
-    def backward_bytes(self, input_shape: Shape, dtype_bytes: int,
-                       input_gradient: bool = True) -> float:
-        return 0.0
-
-
-@dataclass(frozen=True)
-class Input(Layer):
-    """The model's input, one sample's ``shape`` (the batch dimension is added later).
-
-    >>> Input((28, 28), name="images").output_shape(())
-    (28, 28)
-    """
-
-    shape: Tuple[int, ...]
-    name: str = "input"
-
-    def __post_init__(self):
-        object.__setattr__(self, "shape", tuple(self.shape))
-        for size in self.shape:
-            _check_positive_int(size, f"Input {self.name!r} dimension")
-
-    def output_shape(self, input_shape: Shape) -> Shape:
-        return input_shape[:1] + self.shape
-
-
-@dataclass(frozen=True)
-class Flatten(Layer):
-    """``(B, d1, d2, ...) -> (B, d1*d2*...)``; free: a view of the same memory.
-
-    >>> Flatten().output_shape((32, 28, 28))
-    (32, 784)
-    """
-
-    name: str = "flatten"
-    is_view = True
-
-    def output_shape(self, input_shape: Shape) -> Shape:
-        return (input_shape[0], _elements(input_shape[1:]))
-
-
-@dataclass(frozen=True)
-class Reshape(Layer):
-    """``(B, ...) -> (B,) + shape`` with the same number of elements per sample; free.
-
-    >>> Reshape((28, 28, 1)).output_shape((32, 28, 28))
-    (32, 28, 28, 1)
-    """
-
-    shape: Tuple[int, ...]
-    name: str = "reshape"
-    is_view = True
-
-    def __post_init__(self):
-        object.__setattr__(self, "shape", tuple(self.shape))
-        for size in self.shape:
-            _check_positive_int(size, f"Reshape {self.name!r} dimension")
-
-    def output_shape(self, input_shape: Shape) -> Shape:
-        if _elements(input_shape[1:]) != _elements(self.shape):
-            raise ValueError(f"Reshape {self.name!r} cannot reshape {input_shape[1:]} "
-                             f"({_elements(input_shape[1:])} elements per sample) to "
-                             f"{self.shape} ({_elements(self.shape)} elements)")
-        return (input_shape[0],) + self.shape
-
-
-class _WeightedLayer(Layer):
-    """Dense and Conv2D: a matmul-like core, a bias and an optional activation.
-
-    Their gradients with respect to the weights and to the input each cost as much as the
-    core, so backward is about twice forward, or about equal when no input gradient is needed.
-    """
-
-    activation: Optional[str]
-    use_bias: bool
-
-    def _core_flops(self, input_shape: Shape) -> float:
-        raise NotImplementedError
-
-    def _weight_count(self, input_shape: Shape) -> int:
-        raise NotImplementedError
-
-    def _bias_count(self) -> int:
-        raise NotImplementedError
-
-    def parameter_count(self, input_shape: Shape) -> int:
-        return self._weight_count(input_shape) + (self._bias_count() if self.use_bias else 0)
-
-    def _elementwise_passes(self) -> Tuple[int, int]:
-        """(forward, backward) FLOPs per output element for the bias and the activation."""
-        forward = (1 if self.use_bias else 0) + ACTIVATION_FLOPS.get(self.activation, 0)
-        backward = (1 if self.use_bias else 0) + (
-            ACTIVATION_GRADIENT_FLOPS if self.activation else 0)
-        return forward, backward
-
-    def forward_flops(self, input_shape: Shape) -> float:
-        outputs = _elements(self.output_shape(input_shape))
-        return self._core_flops(input_shape) + self._elementwise_passes()[0] * outputs
-
-    def backward_flops(self, input_shape: Shape, input_gradient: bool = True) -> float:
-        outputs = _elements(self.output_shape(input_shape))
-        core_gradients = 2 if input_gradient else 1
-        return (core_gradients * self._core_flops(input_shape)
-                + self._elementwise_passes()[1] * outputs)
-
-    def saves_input(self) -> bool:
-        return True  # the weight gradient multiplies the incoming gradient by the input
-
-    def saves_output(self) -> bool:
-        # relu/sigmoid/tanh gradients are computed from the activation's output.
-        return self.activation is not None
-
-    def forward_bytes(self, input_shape: Shape, dtype_bytes: int) -> float:
-        # Bias and activation are fused into the core op's output, as Poplar does.
-        return dtype_bytes * (_elements(input_shape) + _elements(self.output_shape(input_shape))
-                              + self.parameter_count(input_shape))
-
-    def backward_bytes(self, input_shape: Shape, dtype_bytes: int,
-                       input_gradient: bool = True) -> float:
-        outputs = _elements(self.output_shape(input_shape))
-        params = self.parameter_count(input_shape)
-        read = outputs + _elements(input_shape)  # incoming gradient, saved input
-        if self.activation is not None:
-            read += outputs  # saved output, for the activation gradient
-        written = params  # weight and bias gradients
-        if input_gradient:
-            read += self._weight_count(input_shape)
-            written += _elements(input_shape)
-        return dtype_bytes * (read + written)
-
-
-@dataclass(frozen=True)
-class Dense(_WeightedLayer):
-    """A fully connected layer on the last axis: ``(..., n) -> (..., units)``.
-
-    >>> layer = Dense(256, activation="relu")
-    >>> layer.output_shape((32, 784)), layer.parameter_count((32, 784))
-    ((32, 256), 200960)
-    >>> layer.forward_flops((32, 784)) == 2 * 32 * 784 * 256 + 2 * 32 * 256
-    True
-    """
-
-    units: int
-    activation: Optional[str] = None
-    name: str = "dense"
-    use_bias: bool = True
-
-    def __post_init__(self):
-        _check_positive_int(self.units, f"Dense {self.name!r} units")
-        _check_activation(self.activation)
-
-    def output_shape(self, input_shape: Shape) -> Shape:
-        if len(input_shape) < 2:
-            raise ValueError(f"Dense {self.name!r} needs an input with a batch and a feature "
-                             f"axis, got input shape {input_shape}")
-        return input_shape[:-1] + (self.units,)
-
-    def _core_flops(self, input_shape: Shape) -> float:
-        rows = _elements(input_shape[:-1])
-        return 2.0 * rows * input_shape[-1] * self.units
-
-    def _weight_count(self, input_shape: Shape) -> int:
-        return input_shape[-1] * self.units
-
-    def _bias_count(self) -> int:
-        return self.units
-
-
-@dataclass(frozen=True)
-class Conv2D(_WeightedLayer):
-    """A 2-D convolution on ``(B, H, W, C)`` (channels last, as Keras' default).
-
-    >>> conv = Conv2D(8, 3, activation="relu")
-    >>> conv.output_shape((32, 28, 28, 1)), conv.parameter_count((32, 28, 28, 1))
-    ((32, 28, 28, 8), 80)
-    >>> Conv2D(4, 3, strides=2, padding="valid").output_shape((2, 8, 8, 3))
-    (2, 3, 3, 4)
-    """
-
-    filters: int
-    kernel_size: Union[int, Tuple[int, int]]
-    strides: Union[int, Tuple[int, int]] = 1
-    padding: str = "same"
-    activation: Optional[str] = None
-    name: str = "conv2d"
-    use_bias: bool = True
-
-    def __post_init__(self):
-        _check_positive_int(self.filters, f"Conv2D {self.name!r} filters")
-        object.__setattr__(self, "kernel_size", _pair(self.kernel_size, "kernel_size"))
-        object.__setattr__(self, "strides", _pair(self.strides, "strides"))
-        object.__setattr__(self, "padding", _check_padding(self.padding))
-        _check_activation(self.activation)
-
-    def output_shape(self, input_shape: Shape) -> Shape:
-        _check_rank(self, input_shape, 4, "a (batch, height, width, channels) input")
-        batch, height, width, _ = input_shape
-        out_height = _spatial_output(height, self.kernel_size[0], self.strides[0], self.padding)
-        out_width = _spatial_output(width, self.kernel_size[1], self.strides[1], self.padding)
-        if out_height <= 0 or out_width <= 0:
-            raise ValueError(f"Conv2D {self.name!r}: a {self.kernel_size} kernel does not fit "
-                             f"a {height}x{width} input with padding 'valid'")
-        return (batch, out_height, out_width, self.filters)
-
-    def _core_flops(self, input_shape: Shape) -> float:
-        kernel_volume = self.kernel_size[0] * self.kernel_size[1] * input_shape[-1]
-        return 2.0 * _elements(self.output_shape(input_shape)) * kernel_volume
-
-    def _weight_count(self, input_shape: Shape) -> int:
-        return self.kernel_size[0] * self.kernel_size[1] * input_shape[-1] * self.filters
-
-    def _bias_count(self) -> int:
-        return self.filters
-
-
-class _Pool2D(Layer):
-    """Shared shape logic of the pooling layers (Keras defaults: strides = pool size, valid)."""
-
-    pool_size: Union[int, Tuple[int, int]]
-    strides: Optional[Union[int, Tuple[int, int]]]
-    padding: str
-
-    def _normalize(self):
-        object.__setattr__(self, "pool_size", _pair(self.pool_size, "pool_size"))
-        strides = self.pool_size if self.strides is None else self.strides
-        object.__setattr__(self, "strides", _pair(strides, "strides"))
-        object.__setattr__(self, "padding", _check_padding(self.padding))
-
-    def output_shape(self, input_shape: Shape) -> Shape:
-        _check_rank(self, input_shape, 4, "a (batch, height, width, channels) input")
-        batch, height, width, channels = input_shape
-        out_height = _spatial_output(height, self.pool_size[0], self.strides[0], self.padding)
-        out_width = _spatial_output(width, self.pool_size[1], self.strides[1], self.padding)
-        if out_height <= 0 or out_width <= 0:
-            raise ValueError(f"{type(self).__name__} {self.name!r}: a {self.pool_size} window "
-                             f"does not fit a {height}x{width} input with padding 'valid'")
-        return (batch, out_height, out_width, channels)
-
-    def forward_flops(self, input_shape: Shape) -> float:
-        return float(_elements(self.output_shape(input_shape)))  # graph_costs: 1 per output
-
-    def backward_flops(self, input_shape: Shape, input_gradient: bool = True) -> float:
-        # The gradient op writes an input-shaped tensor: one FLOP per element of it.
-        return float(_elements(input_shape)) if input_gradient else 0.0
-
-    def forward_bytes(self, input_shape: Shape, dtype_bytes: int) -> float:
-        return dtype_bytes * (_elements(input_shape) + _elements(self.output_shape(input_shape)))
-
-
-@dataclass(frozen=True)
-class MaxPool2D(_Pool2D):
-    """Max pooling; its gradient needs the saved input and output (to find each maximum).
-
-    >>> MaxPool2D(2).output_shape((32, 28, 28, 8))
-    (32, 14, 14, 8)
-    """
-
-    pool_size: Union[int, Tuple[int, int]] = 2
-    strides: Optional[Union[int, Tuple[int, int]]] = None
-    padding: str = "valid"
-    name: str = "max_pool2d"
-
-    def __post_init__(self):
-        self._normalize()
-
-    def saves_input(self) -> bool:
-        return True
-
-    def saves_output(self) -> bool:
-        return True
-
-    def backward_bytes(self, input_shape: Shape, dtype_bytes: int,
-                       input_gradient: bool = True) -> float:
-        if not input_gradient:
-            return 0.0
-        outputs = _elements(self.output_shape(input_shape))
-        # incoming gradient + saved output + saved input read, input gradient written
-        return dtype_bytes * (2 * outputs + 2 * _elements(input_shape))
-
-
-@dataclass(frozen=True)
-class AveragePool2D(_Pool2D):
-    """Average pooling; its gradient needs only shapes, so it keeps nothing.
-
-    >>> AveragePool2D(2, padding="same").output_shape((1, 5, 5, 3))
-    (1, 3, 3, 3)
-    """
-
-    pool_size: Union[int, Tuple[int, int]] = 2
-    strides: Optional[Union[int, Tuple[int, int]]] = None
-    padding: str = "valid"
-    name: str = "average_pool2d"
-
-    def __post_init__(self):
-        self._normalize()
-
-    def backward_bytes(self, input_shape: Shape, dtype_bytes: int,
-                       input_gradient: bool = True) -> float:
-        if not input_gradient:
-            return 0.0
-        return dtype_bytes * (_elements(self.output_shape(input_shape)) + _elements(input_shape))
-
-
-@dataclass(frozen=True)
-class SoftmaxCrossEntropy(Layer):
-    """The loss: sparse softmax cross-entropy of ``(B, C)`` logits, averaged to a scalar.
-
-    It reads the micro-batch's integer labels.  TensorFlow's fused op computes the gradient
-    (softmax minus one-hot, ``B*C`` values) in the forward pass and keeps it for backward.
-
-    >>> loss = SoftmaxCrossEntropy()
-    >>> loss.output_shape((32, 10)), loss.forward_flops((32, 10)), loss.backward_flops((32, 10))
-    ((), 2144.0, 352.0)
-    """
-
-    name: str = "cel"
-
-    def output_shape(self, input_shape: Shape) -> Shape:
-        _check_rank(self, input_shape, 2, "(batch, classes) logits")
-        return ()
-
-    def forward_flops(self, input_shape: Shape) -> float:
-        batch, classes = input_shape
-        # fused op (writes B losses and B*C gradients) + the mean over the batch
-        return float(SOFTMAX_CROSS_ENTROPY_FLOPS * (batch * classes + batch) + batch)
-
-    def backward_flops(self, input_shape: Shape, input_gradient: bool = True) -> float:
-        if not input_gradient:
-            return 0.0
-        batch, classes = input_shape
-        # mean's gradient (B) + scaling the saved gradient by it (B*C)
-        return float(batch * classes + batch)
-
-    def private_saved_elements(self, input_shape: Shape) -> int:
-        return _elements(input_shape)
-
-    def forward_bytes(self, input_shape: Shape, dtype_bytes: int) -> float:
-        batch = input_shape[0]
-        # logits read; per-example losses, saved gradient and the mean written; labels read
-        return (dtype_bytes * (2 * _elements(input_shape) + batch + 1)
-                + LABEL_BYTES * batch)
-
-    def backward_bytes(self, input_shape: Shape, dtype_bytes: int,
-                       input_gradient: bool = True) -> float:
-        if not input_gradient:
-            return 0.0
-        return dtype_bytes * 2 * _elements(input_shape)  # saved gradient read, dlogits written
 
 
 # --- a model: a sequence of layers, shapes propagated from the input ------------------
@@ -569,10 +94,11 @@ def layer_shapes(layers: Sequence[Layer], batch_size: int) -> Tuple[LayerShapes,
     The model must start with one ``Input``; layer names must be unique (splits and
     traces refer to layers by name).
 
+    >>> from ipu_emulator.sim.builtin_models import builtin_model
     >>> [s.output_shape for s in layer_shapes(builtin_model("tutorial-mlp"), 32)][:3]
     [(32, 28, 28), (32, 784), (32, 256)]
     """
-    _check_positive_int(batch_size, "batch_size")
+    check_positive_int(batch_size, "batch_size")
     layers = tuple(layers)
     _check_model(layers)
     shape: Shape = (batch_size,)
@@ -623,11 +149,12 @@ def layer_costs(layers: Sequence[Layer], batch_size: int,
                 dtype_bytes: int = 4) -> Tuple[LayerCost, ...]:
     """The cost of every layer, the ``Input`` included (it costs nothing).
 
+    >>> from ipu_emulator.sim.builtin_models import builtin_model
     >>> first_dense = layer_costs(builtin_model("tutorial-mlp"), 32)[2]
     >>> first_dense.name, first_dense.backward_flops == first_dense.forward_flops
     ('dense256', True)
     """
-    _check_positive_int(dtype_bytes, "dtype_bytes")
+    check_positive_int(dtype_bytes, "dtype_bytes")
     costs = []
     trainable_before = False
     tensor_of_input = ""  # which tensor feeds the current layer
@@ -638,9 +165,9 @@ def layer_costs(layers: Sequence[Layer], batch_size: int,
         output_tensor = tensor_of_input if layer.is_view else layer.name
         saved = {}
         if layer.saves_input():
-            saved[tensor_of_input] = _elements(shape)
+            saved[tensor_of_input] = elements(shape)
         if layer.saves_output():
-            saved[output_tensor] = _elements(shapes.output_shape)
+            saved[output_tensor] = elements(shapes.output_shape)
         if layer.private_saved_elements(shape):
             saved[f"{layer.name}/saved"] = layer.private_saved_elements(shape)
         parameters = layer.parameter_count(shape)
@@ -662,6 +189,7 @@ def layer_costs(layers: Sequence[Layer], batch_size: int,
 def describe(layers: Sequence[Layer], batch_size: int) -> str:
     """A printable per-layer table: output shape, parameters, forward and backward FLOPs.
 
+    >>> from ipu_emulator.sim.builtin_models import builtin_model
     >>> print(describe(builtin_model("tutorial-mlp"), 32))
     layer     output shape   params   fwd FLOPs   bwd FLOPs
     images    (32, 28, 28)        0           0           0
@@ -701,6 +229,7 @@ def split_stages(layers: Sequence[Layer], splits: Union[str, Iterable[str]]
     will be assigned to the *next* stage"), so N splits give N+1 stages.  The ``Input`` is
     the model's input, not a layer of any stage.
 
+    >>> from ipu_emulator.sim.builtin_models import builtin_model
     >>> split_stages(builtin_model("tutorial-mlp"), ["dense128", "dense32"])
     (('flatten', 'dense256'), ('dense128', 'dense64'), ('dense32', 'logits', 'cel'))
     """
@@ -748,6 +277,7 @@ def stage_costs(layers: Sequence[Layer], splits: Union[str, Iterable[str]], batc
     ``output_bytes`` is what a stage's last layer sends on, plus the labels while a later
     stage still needs them for the loss (the tutorial's stages pass ``labels`` along).
 
+    >>> from ipu_emulator.sim.builtin_models import builtin_model
     >>> stages = stage_costs(builtin_model("tutorial-mlp"), ["dense32"], batch_size=32)
     >>> [(s.name, s.output_bytes) for s in stages]
     [('stage0', 8320), ('stage1', 0)]
@@ -763,8 +293,8 @@ def stage_costs(layers: Sequence[Layer], splits: Union[str, Iterable[str]], batc
     label_bytes = LABEL_BYTES * batch_size
     result = []
     for index, stage in enumerate(stages):
-        activation_in = dtype_bytes * _elements(shapes[stage[0]].input_shape)
-        activation_out = dtype_bytes * _elements(shapes[stage[-1]].output_shape)
+        activation_in = dtype_bytes * elements(shapes[stage[0]].input_shape)
+        activation_out = dtype_bytes * elements(shapes[stage[-1]].output_shape)
         # Labels ride along with the activations up to the stage that computes the loss.
         labels_in = label_bytes if index <= loss_stage else 0
         labels_out = label_bytes if index < loss_stage else 0
@@ -820,51 +350,3 @@ def _one_stage_cost(name, layer_names, costs, dtype_bytes, optimizer, recompute,
         input_bytes=input_bytes,
         output_bytes=output_bytes,
     )
-
-
-# --- built-in models ----------------------------------------------------------------
-
-# The pipelining tutorial's MLP (its step 4 lists: flatten, dense256, dense128, dense64,
-# dense32, logits, cel); hidden layers use relu, the logits none; trained with plain SGD.
-TUTORIAL_MLP = (
-    Input((28, 28), name="images"),
-    Flatten(name="flatten"),
-    Dense(256, activation="relu", name="dense256"),
-    Dense(128, activation="relu", name="dense128"),
-    Dense(64, activation="relu", name="dense64"),
-    Dense(32, activation="relu", name="dense32"),
-    Dense(10, name="logits"),
-    SoftmaxCrossEntropy(name="cel"),
-)
-
-# Tutorials 1-2's classifier: two separate 3x3 convolutions of 8 filters, then one dense
-# layer giving 10 logits (trained there with Adam).
-TUTORIAL_CONVNET = (
-    Input((28, 28), name="images"),
-    Reshape((28, 28, 1), name="reshape"),
-    Conv2D(8, 3, padding="same", activation="relu", name="conv1"),
-    Conv2D(8, 3, padding="same", activation="relu", name="conv2"),
-    Flatten(name="flatten"),
-    Dense(10, name="logits"),
-    SoftmaxCrossEntropy(name="cel"),
-)
-
-MODELS: Dict[str, Tuple[Layer, ...]] = {
-    "tutorial-mlp": TUTORIAL_MLP,
-    "tutorial-convnet": TUTORIAL_CONVNET,
-}
-
-# The pipelining tutorial's default ``--splits``: stage 1 begins at dense32.
-TUTORIAL_MLP_SPLITS = ("dense32",)
-
-
-def builtin_model(name: str) -> Tuple[Layer, ...]:
-    """A built-in model's layers (an immutable tuple; build a new tuple to change it).
-
-    >>> [layer.name for layer in builtin_model("tutorial-convnet")]
-    ['images', 'reshape', 'conv1', 'conv2', 'flatten', 'logits', 'cel']
-    """
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; the built-in models are: "
-                         f"{', '.join(sorted(MODELS))}")
-    return MODELS[name]

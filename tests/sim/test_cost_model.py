@@ -1,15 +1,15 @@
-"""costs: the declarative layer cost model and its pipeline stages, with numbers by hand."""
+"""The layer cost model (model_layers, cost_model, builtin_models): layers, stages, numbers by hand."""
 import subprocess
 import sys
 
 import pytest
 
-from ipu_emulator.sim import cost_model
-from ipu_emulator.sim.cost_model import (
-    LABEL_BYTES, AveragePool2D, Conv2D, Dense, Flatten, Input, MaxPool2D, Reshape,
-    SoftmaxCrossEntropy, StageCost, builtin_model, describe, layer_costs, layer_shapes,
-    split_stages, stage_costs,
-)
+from ipu_emulator.sim import builtin_models
+from ipu_emulator.sim.builtin_models import builtin_model
+from ipu_emulator.sim.cost_model import (StageCost, describe, layer_costs, layer_shapes,
+                                         split_stages, stage_costs)
+from ipu_emulator.sim.model_layers import (LABEL_BYTES, AveragePool2D, Conv2D, Dense, Flatten,
+                                           Input, MaxPool2D, Reshape, SoftmaxCrossEntropy)
 
 B = 32
 MLP = builtin_model("tutorial-mlp")
@@ -234,8 +234,8 @@ def test_layers_are_frozen_and_hashable():
 
 
 def test_builtin_models():
-    assert set(cost_model.MODELS) == {"tutorial-mlp", "tutorial-convnet"}
-    assert builtin_model("tutorial-mlp") is cost_model.MODELS["tutorial-mlp"]
+    assert set(builtin_models.MODELS) == {"tutorial-mlp", "tutorial-convnet"}
+    assert builtin_model("tutorial-mlp") is builtin_models.MODELS["tutorial-mlp"]
     with pytest.raises(ValueError, match=r"^unknown model 'resnet'; the built-in models are: "
                                          r"tutorial-convnet, tutorial-mlp$"):
         builtin_model("resnet")
@@ -253,7 +253,7 @@ def test_describe_lists_every_layer_and_totals():
 
 def test_the_tutorials_default_split_gives_its_two_stages():
     # Step 4 prints: "0. flatten-dense256-dense128-dense64" and "1. dense32-logits-cel".
-    assert split_stages(MLP, cost_model.TUTORIAL_MLP_SPLITS) == (
+    assert split_stages(MLP, builtin_models.TUTORIAL_MLP_SPLITS) == (
         ("flatten", "dense256", "dense128", "dense64"), ("dense32", "logits", "cel"))
     stages = stage_costs(MLP, ["dense32"], batch_size=B)
     assert [(s.name, s.layers) for s in stages] == [
@@ -389,8 +389,8 @@ def test_bytes_accessed_of_a_dense_layer():
 # --- purity and examples -------------------------------------------------------------
 
 def test_costs_never_imports_tensorflow():
-    probe = ("import sys, ipu_emulator.sim.cost_model as c; "
-             "c.stage_costs(c.builtin_model('tutorial-mlp'), ['dense32'], 32); "
+    probe = ("import sys, ipu_emulator.sim.cost_model as c, ipu_emulator.sim.builtin_models as m; "
+             "c.stage_costs(m.builtin_model('tutorial-mlp'), ['dense32'], 32); "
              "print(sorted(m for m in sys.modules if m.split('.')[0] in "
              "('tensorflow', 'keras', 'tf_keras')))")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
