@@ -27,6 +27,28 @@ def accumulator_dtype(dtype, variable):
     return tf.as_dtype(dtype(variable))
 
 
+def accumulate(accumulator, grad, method, count, seen, in_place=False):
+    """The assignment adding one mini-batch's gradient ``grad`` to ``accumulator`` (a
+    variable, whose type ``grad`` is cast to) by ``method``, a
+    ``GradientAccumulationReductionMethod``: ``count`` mini-batches make one weight update
+    and ``seen`` of them were added before this one (numbers or tensors).
+
+    ``SUM`` and ``MEAN`` add (``MEAN`` adds ``grad / count``): with ``in_place`` by
+    ``assign_add`` (the pipelines' accumulators), otherwise by assigning the sum (the
+    optimizers'), an addition the graph costs count as backward work.  ``RUNNING_MEAN``
+    assigns ``acc * n / (n + 1) + grad / (n + 1)``, ``n`` being ``seen``.
+    """
+    grad = tf.cast(tf.convert_to_tensor(grad), accumulator.dtype.base_dtype)
+    if method == GradientAccumulationReductionMethod.RUNNING_MEAN:
+        n = tf.cast(seen, grad.dtype)
+        return accumulator.assign(accumulator.read_value() * (n / (n + 1)) + grad / (n + 1))
+    if method == GradientAccumulationReductionMethod.MEAN:
+        grad = grad / tf.cast(count, grad.dtype)
+    if in_place:
+        return accumulator.assign_add(grad)
+    return accumulator.assign(accumulator + grad)
+
+
 class GradientAccumulationReductionMethod(enum.Enum):
     SUM = 0
     MEAN = 1

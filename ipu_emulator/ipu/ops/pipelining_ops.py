@@ -58,7 +58,7 @@ from ipu_emulator.runtime import configured_system
 from ipu_emulator.sim import schedule_rules, schedules
 from ipu_emulator.ipu import ipu_infeed_queue, ipu_outfeed_queue, loops
 from ipu_emulator.ipu.gradient_accumulation import (GradientAccumulationReductionMethod,
-                                                   accumulator_dtype)
+                                                   accumulate, accumulator_dtype)
 from ipu_emulator.runtime import graph_costs, programs, shards
 
 _logger = logging.getLogger("ipu_emulator")
@@ -576,7 +576,7 @@ class _PipelineBuilder:
                 self.stage_of_op.setdefault(op.name, last)
 
         micro_batch = tf.math.floormod(counter, tf.cast(self.gac, tf.int32))
-        accumulators, accumulate = [], []
+        accumulators, additions = [], []
         with tf.name_scope("gradients_accumulation"):
             for grad, variable in pairs:
                 stage = self._variable_stage(variable)
@@ -584,7 +584,8 @@ class _PipelineBuilder:
                 with shards.shard_context(_stage_ipus(self.device_mapping[stage])):
                     buffer = _zeros_variable(variable.op.name.replace("/", "_"),
                                              variable.shape, self._accumulation_dtype(variable))
-                    accumulate.append(self._accumulate(buffer, grad, micro_batch))
+                    additions.append(accumulate(buffer, grad, self.reduction_method, self.gac,
+                                                micro_batch, in_place=True))
                 self._mark(first, stage)
                 self.gradient_buffers.append(buffer)
                 accumulators.append((buffer, variable))
@@ -599,7 +600,7 @@ class _PipelineBuilder:
             # on the default device, those ops made tensors (live or, on every other
             # micro-batch, dead) cross devices on every iteration of the loop.
             applied, cleared = [], []
-            for (buffer, variable), added in zip(accumulators, accumulate):
+            for (buffer, variable), added in zip(accumulators, additions):
                 with self._on_stage_of(variable), tf.control_dependencies([added]):
                     value = buffer.read_value()
                     applied.append((tf.cast(value, variable.dtype.base_dtype), variable))
@@ -632,7 +633,7 @@ class _PipelineBuilder:
                         % (len(to_outfeed), len(self.outfeed_mask)))
                 to_outfeed = [t for t, masked in zip(to_outfeed, self.outfeed_mask)
                               if not masked]
-        return to_outfeed, [update] + accumulate
+        return to_outfeed, [update] + additions
 
     def _stage_of_update_op(self, op):
         for tensor in op.inputs:
@@ -643,16 +644,6 @@ class _PipelineBuilder:
                 if source.name in self.stage_of_op:
                     return self.stage_of_op[source.name]
         return self.stage_of_op.get(op.name, len(self.stages) - 1)
-
-    def _accumulate(self, buffer, grad, micro_batch):
-        grad = tf.cast(tf.convert_to_tensor(grad), buffer.dtype.base_dtype)
-        method = self.reduction_method
-        if method == GradientAccumulationReductionMethod.SUM:
-            return buffer.assign_add(grad)
-        if method == GradientAccumulationReductionMethod.MEAN:
-            return buffer.assign_add(grad / tf.cast(self.gac, grad.dtype))
-        n = tf.cast(micro_batch, grad.dtype)  # RUNNING_MEAN
-        return buffer.assign(buffer.read_value() * n / (n + 1) + grad / (n + 1))
 
     # -- replicas ---------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ The optimizer must be used inside an on-device loop whose iteration count is a m
 import tensorflow as tf
 
 from ipu_emulator.ipu.gradient_accumulation import (GradientAccumulationReductionMethod,
-                                                   accumulator_dtype)
+                                                   accumulate, accumulator_dtype)
 from ipu_emulator.runtime import first_run, programs
 from .cross_replica_optimizer import CrossReplicaOptimizer
 from .ipu_optimizer import IpuOptimizer
@@ -60,8 +60,7 @@ class GradientAccumulationOptimizerV2(IpuOptimizer):
         seen = counter.read_value()  # mini-batches accumulated before this one
         updates = []
         for (grad, _), accumulator in zip(grads_and_vars, accumulators):
-            grad = tf.cast(tf.convert_to_tensor(grad), accumulator.dtype.base_dtype)
-            updates.append(accumulator.assign(self._accumulate(accumulator, grad, seen)))
+            updates.append(accumulate(accumulator, grad, self._reduction_method, count, seen))
         with tf.control_dependencies(updates):
             reached = tf.equal(seen + 1, count)
 
@@ -81,15 +80,6 @@ class GradientAccumulationOptimizerV2(IpuOptimizer):
 
         updated = tf.compat.v1.cond(reached, weight_update, keep_accumulating)
         return updated.op
-
-    def _accumulate(self, accumulator, grad, seen):
-        method = self._reduction_method
-        if method is GradientAccumulationReductionMethod.SUM:
-            return accumulator + grad
-        if method is GradientAccumulationReductionMethod.MEAN:
-            return accumulator + grad / tf.cast(self._num_mini_batches, grad.dtype)
-        n = tf.cast(seen, grad.dtype)
-        return accumulator * (n / (n + 1)) + grad / (n + 1)
 
     def _note_usage(self):
         program = programs.current_program()
