@@ -337,3 +337,27 @@ def test_schedule_names_accept_the_sdk_enum_forms():
     assert S.normalise_schedule_name("ZB-H1") == "zero-bubble"
     with pytest.raises(PipelineConfigurationError, match="Unknown pipeline schedule 'fast'"):
         S.normalise_schedule_name("fast")
+
+
+# --- interleaved 1F1B against Megatron-LM's definition, written out by hand ------------------
+# Narayanan et al. (2021), "Efficient large-scale language model training on GPU clusters":
+# with P devices and v model chunks each, device d runs forwards chunk by chunk in groups of
+# P micro-batches, backwards with the chunks reversed, after 2(P - d - 1) + (v - 1)P warm-up
+# forwards; then one forward and one backward in turn; then the remaining backwards.
+
+MEGATRON_P2_V2 = {
+    # M = 2: device 0's warm-up (4) is every forward.
+    2: ("0F0 0F1 2F0 2F1 2B0 2B1 0B0 0B1 0U 2U",
+        "1F0 1F1 3F0 3B0 3F1 3B1 1B0 1B1 1U 3U"),
+    # M = 4: two groups of P = 2 micro-batches.
+    4: ("0F0 0F1 2F0 2F1 0F2 2B0 0F3 2B1 2F2 0B0 2F3 0B1 2B2 2B3 0B2 0B3 0U 2U",
+        "1F0 1F1 3F0 3B0 3F1 3B1 1F2 1B0 1F3 1B1 3F2 3B2 3F3 3B3 1B2 1B3 1U 3U"),
+}
+
+
+@pytest.mark.parametrize("micro_batches", sorted(MEGATRON_P2_V2))
+def test_interleaved_1f1b_is_megatrons_order(micro_batches):
+    schedule = S.interleaved_one_f_one_b(4, micro_batches, stages_per_ipu=2)
+    assert schedule.device_mapping == (0, 1, 0, 1)
+    assert tuple(S.format_actions(actions) for actions in schedule.ipu_actions) \
+        == MEGATRON_P2_V2[micro_batches]
