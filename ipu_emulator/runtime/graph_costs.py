@@ -9,6 +9,8 @@ is one iteration.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import tensorflow as tf
 
 from ipu_emulator.record import ComputeCost
@@ -38,10 +40,26 @@ def _elements(tensor) -> int:
     return int(count) if count is not None else 0
 
 
-def _bytes(tensor) -> int:
+def tensor_bytes(tensor) -> int:
+    """Bytes of a tensor's value (0 when its shape is not fully known, or for a handle,
+    variant or string, whose type has no size)."""
     if tensor.dtype in (tf.resource, tf.variant, tf.string):
         return 0
     return _elements(tensor) * tensor.dtype.size
+
+
+def variables_bytes(variables) -> int:
+    """Bytes of the variables whose shapes are fully known."""
+    return sum(int(v.shape.num_elements()) * v.dtype.size for v in variables
+               if v.shape.is_fully_defined())
+
+
+def _handle_bytes(handle) -> Optional[int]:
+    """Bytes of the variable a ``VarHandleOp`` makes, or None when its shape is not known."""
+    shape = tf.TensorShape(handle.get_attr("shape"))
+    if not shape.is_fully_defined():
+        return None
+    return int(shape.num_elements()) * handle.get_attr("dtype").size
 
 
 def op_flops(op) -> float:
@@ -132,31 +150,37 @@ def program_cost(new_ops) -> ComputeCost:
     ops = list(new_ops)
     looped = [op for op in ops if _loop_depth(op) > 0]
     step_ops = looped if looped else ops
-    flops = {"forward": 0.0, "backward": 0.0, "weight_update": 0.0}
-    traffic_by_phase = {"forward": 0.0, "backward": 0.0, "weight_update": 0.0}
-    activation_bytes = 0
     phases = _phases_by_dataflow(step_ops)
-    for op in step_ops:
+    return phase_cost(step_ops, lambda op: phases[op.name], _updated_variable_bytes,
+                      parameter_bytes=_parameter_bytes(ops),
+                      gradient_bytes=_trained_weight_bytes(step_ops))
+
+
+def phase_cost(ops, phase, extra_bytes=None, **fields) -> ComputeCost:
+    """The cost of ``ops``, each op that does work counted in its ``phase(op)``: its FLOPs,
+    the bytes of its inputs and outputs (plus ``extra_bytes(op)``) and, for a forward op, its
+    outputs as activations.  ``fields`` are the cost's other fields (``parameter_bytes``...)."""
+    flops = {"forward": 0.0, "backward": 0.0, "weight_update": 0.0}
+    traffic = {"forward": 0.0, "backward": 0.0, "weight_update": 0.0}
+    activation_bytes = 0
+    for op in ops:
         work = op_flops(op)
         if work <= 0:
             continue
-        phase = phases[op.name]
-        flops[phase] += work
-        traffic_by_phase[phase] += sum(_bytes(t) for t in op.inputs) + sum(
-            _bytes(t) for t in op.outputs) + _updated_variable_bytes(op)
-        if phase == "forward":
-            activation_bytes += sum(_bytes(t) for t in op.outputs)
+        kind = phase(op)
+        flops[kind] += work
+        traffic[kind] += sum(tensor_bytes(t) for t in op.inputs) + sum(
+            tensor_bytes(t) for t in op.outputs) + (extra_bytes(op) if extra_bytes else 0)
+        if kind == "forward":
+            activation_bytes += sum(tensor_bytes(t) for t in op.outputs)
     return ComputeCost(
         forward_flops=flops["forward"],
         backward_flops=flops["backward"],
         weight_update_flops=flops["weight_update"],
-        bytes_accessed=sum(traffic_by_phase.values()),
-        phase_bytes=(traffic_by_phase["forward"], traffic_by_phase["backward"],
-                     traffic_by_phase["weight_update"]),
-        parameter_bytes=_parameter_bytes(ops),
+        bytes_accessed=sum(traffic.values()),
+        phase_bytes=(traffic["forward"], traffic["backward"], traffic["weight_update"]),
         activation_bytes=activation_bytes,
-        gradient_bytes=_trained_weight_bytes(step_ops),
-    )
+        **fields)
 
 
 def _phases_by_dataflow(ops):
@@ -187,9 +211,9 @@ def _trained_weight_bytes(ops):
         handles = [_handle_source(t) for t in op.inputs if t.dtype == tf.resource]
         weight = handles[0] if handles else None
         if weight is not None and weight.type == "VarHandleOp":
-            shape = tf.TensorShape(weight.get_attr("shape"))
-            if shape.is_fully_defined():
-                trained[weight.name] = int(shape.num_elements()) * weight.get_attr("dtype").size
+            size = _handle_bytes(weight)
+            if size is not None:
+                trained[weight.name] = size
     return sum(trained.values()) if found else None
 
 
@@ -209,9 +233,7 @@ def _parameter_bytes(ops) -> int:
             if handle is None or handle.type != "VarHandleOp" or handle.name in seen:
                 continue
             seen.add(handle.name)
-            shape = tf.TensorShape(handle.get_attr("shape"))
-            if shape.is_fully_defined():
-                total += int(shape.num_elements()) * handle.get_attr("dtype").size
+            total += _handle_bytes(handle) or 0
     return total
 
 
@@ -241,12 +263,9 @@ def variable_bytes_by_role(ops, exclude=frozenset()):
             used[handle.name] = handle
     weights = state = 0
     for name, handle in used.items():
-        if name in exclude:
+        size = _handle_bytes(handle)
+        if name in exclude or size is None:
             continue
-        shape = tf.TensorShape(handle.get_attr("shape"))
-        if not shape.is_fully_defined():
-            continue
-        size = int(shape.num_elements()) * handle.get_attr("dtype").size
         if name in slots:
             state += size
         else:

@@ -93,7 +93,7 @@ def _shard_stages(program, num_shards):
             for tensor in op.inputs:
                 source = shard_of_op.get(tensor.op.name)
                 if source is not None and source < shard and source < num_shards:
-                    crossing[source] += graph_costs._bytes(tensor)  # pylint: disable=protected-access
+                    crossing[source] += graph_costs.tensor_bytes(tensor)
     stages = []
     for shard in range(num_shards):
         input_bytes = _infeed_bytes(program) if shard == 0 else crossing[shard - 1]

@@ -52,7 +52,7 @@ import tensorflow as tf
 from tensorflow.python.framework import ops as tf_ops
 from tensorflow.python.ops import gen_resource_variable_ops, resource_variable_ops
 
-from . import variable_creations
+from . import graph_costs, variable_creations
 
 _state = threading.local()
 
@@ -476,7 +476,7 @@ class ReplicatedBuild:
                     "The replica group size {} does not divide the number of replicas {}."
                     .format(group_size, replicas))
                 continue
-            self.all_reduce_bytes += _tensor_bytes(items[0].value)
+            self.all_reduce_bytes += graph_costs.tensor_bytes(items[0].value)
             for start in range(0, replicas, group_size):
                 group = items[start:start + group_size]
                 total = tf.math.add_n([item.value for item in group])
@@ -556,11 +556,6 @@ def _copies_in(graph) -> Dict[str, list]:
     if found is None:
         found = _all_copies[graph] = {}
     return found
-
-
-def _tensor_bytes(tensor) -> int:
-    elements = tensor.shape.num_elements()
-    return int(elements or 0) * tensor.dtype.size
 
 
 

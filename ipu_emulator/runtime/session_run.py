@@ -23,7 +23,7 @@ from tensorflow.python.util import nest
 
 from ipu_emulator import record
 from ipu_emulator.runtime import configured_system
-from . import first_run, late_compile, model_parallel, programs
+from . import first_run, graph_costs, late_compile, model_parallel, programs
 
 _INFEED_NOT_CREATED = ("Trying to access an infeed dataset iterator which has not been "
                        "created. Did you initialize the infeed_queue '{}' ?")
@@ -215,14 +215,16 @@ def _record_runs(found_programs, trip_counts, host_seconds, state):
         infeed_bytes = sum(f.element_bytes() for f in program.infeeds)
         loop_outfeed = sum(o.element_bytes() for o in program.outfeeds if o in program.outfeeds_in_loop)
         once_outfeed = sum(o.element_bytes() for o in program.outfeeds if o not in program.outfeeds_in_loop)
+        input_bytes = sum(graph_costs.tensor_bytes(t) for t in program.input_tensors)
+        output_bytes = sum(graph_costs.tensor_bytes(t) for t in program.output_tensors)
         record.add_engine_run(model_parallel.complete_run(program, record.EngineRun(
             program=program.name,
             iterations=iterations,
             step_cost=program.cost(),
             infeed_bytes_per_iteration=infeed_bytes if in_loop else 0,
             outfeed_bytes_per_iteration=loop_outfeed if in_loop else 0,
-            input_bytes=_tensor_bytes(program.input_tensors) + (0 if in_loop else infeed_bytes),
-            output_bytes=_tensor_bytes(program.output_tensors) + once_outfeed + (0 if in_loop else loop_outfeed),
+            input_bytes=input_bytes + (0 if in_loop else infeed_bytes),
+            output_bytes=output_bytes + once_outfeed + (0 if in_loop else loop_outfeed),
             host_seconds=host_seconds / max(1, len(found_programs)),
             first_run=runs_so_far == 0,
             num_ipus=program.num_ipus,
@@ -230,12 +232,3 @@ def _record_runs(found_programs, trip_counts, host_seconds, state):
             all_reduce_bytes=program.all_reduce_bytes,
             gradient_accumulation_count=program.gradient_accumulation_count,
         )))
-
-
-def _tensor_bytes(tensors):
-    total = 0
-    for tensor in tensors:
-        elements = tensor.shape.num_elements()
-        if elements is not None and tensor.dtype not in (tf.resource, tf.variant):
-            total += elements * tensor.dtype.size
-    return total

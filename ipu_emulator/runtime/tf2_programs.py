@@ -136,39 +136,9 @@ def function_cost(concrete) -> ComputeCost:
     """Per-iteration cost of a traced function: its loop body, or all of it without a loop."""
     body = _loop_body_graph(concrete.graph)
     ops = _ops_with_nested_calls(body if body is not None else concrete.graph)
-    flops = {"forward": 0.0, "backward": 0.0, "weight_update": 0.0}
-    traffic = {"forward": 0.0, "backward": 0.0, "weight_update": 0.0}
-    activations = 0
-    for op in ops:
-        work = graph_costs.op_flops(op)
-        if work <= 0:
-            continue
-        phase = phase_of(op)
-        flops[phase] += work
-        moved = sum(_bytes(t) for t in list(op.inputs) + list(op.outputs))
-        traffic[phase] += moved
-        if phase == "forward":
-            activations += sum(_bytes(t) for t in op.outputs)
-    return ComputeCost(
-        forward_flops=flops["forward"], backward_flops=flops["backward"],
-        weight_update_flops=flops["weight_update"], bytes_accessed=sum(traffic.values()),
-        phase_bytes=(traffic["forward"], traffic["backward"], traffic["weight_update"]),
-        parameter_bytes=_parameter_bytes(concrete), activation_bytes=activations)
-
-
-def _parameter_bytes(concrete) -> int:
-    total = 0
-    for variable in getattr(concrete, "variables", ()):
-        if variable.shape.is_fully_defined():
-            total += int(variable.shape.num_elements()) * variable.dtype.size
-    return total
-
-
-def _bytes(tensor) -> int:
-    if tensor.dtype in (tf.resource, tf.variant, tf.string) or tensor.shape.rank is None:
-        return 0
-    count = tensor.shape.num_elements()
-    return int(count) * tensor.dtype.size if count is not None else 0
+    return graph_costs.phase_cost(
+        ops, phase_of,
+        parameter_bytes=graph_costs.variables_bytes(getattr(concrete, "variables", ())))
 
 
 def value_bytes(values) -> int:

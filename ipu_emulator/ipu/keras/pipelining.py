@@ -504,14 +504,14 @@ def _measure_stages(model, function, args, pipeline_plan, batch_bytes):
             continue
         stage = stage_of_op[op.name]
         flops[stage][phase] += work
-        traffic[stage][phase] += sum(graph_costs._bytes(t)  # pylint: disable=protected-access
+        traffic[stage][phase] += sum(graph_costs.tensor_bytes(t)
                                      for t in list(op.inputs) + list(op.outputs))
         if phase == "forward":
-            activations[stage] += sum(graph_costs._bytes(t) for t in op.outputs)  # pylint: disable=protected-access
+            activations[stage] += sum(graph_costs.tensor_bytes(t) for t in op.outputs)
             for tensor in op.outputs:  # sent on to a later stage's forward pass
                 if any(stage_of_op.get(c.name, stage) > stage
                        and tf2_programs.phase_of(c) == "forward" for c in tensor.consumers()):
-                    crossing[stage] += graph_costs._bytes(tensor)  # pylint: disable=protected-access
+                    crossing[stage] += graph_costs.tensor_bytes(tensor)
     weights = _stage_weight_bytes(model, layer_stages, num_stages)
     total_weights = sum(weights) or 1
     state = _optimizer_state_bytes(model) if pipeline_plan.settings.training else 0
@@ -576,17 +576,12 @@ def _ops_with_branches(graph, depth=0, branch=False):
     return ops, in_branch
 
 
-def _variable_bytes(variables):
-    return sum(int(v.shape.num_elements()) * v.dtype.size for v in variables
-               if v.shape.is_fully_defined())
-
-
 def _stage_weight_bytes(model, layer_stages, num_stages):
     weights = [0] * num_stages
     for layer in model.layers:
         stage = layer_stages.get(layer.name)
         if stage is not None:
-            weights[stage] += _variable_bytes(layer.weights)
+            weights[stage] += graph_costs.variables_bytes(layer.weights)
     return weights
 
 
@@ -596,7 +591,7 @@ def _optimizer_state_bytes(model):
     variables = getattr(optimizer, "variables", ())
     if callable(variables):
         variables = variables()
-    return _variable_bytes(v for v in variables if v.shape.rank)  # scalars: counters
+    return graph_costs.variables_bytes(v for v in variables if v.shape.rank)  # scalars: counters
 
 
 __all__ = ["PipelineStage", "SequentialLayerPipelineStageAssignment",

@@ -355,7 +355,7 @@ def _tensor_bytes(values):
     total = 0
     for value in nest.flatten(values):
         if isinstance(value, tf.Tensor):
-            total += graph_costs._bytes(value)  # pylint: disable=protected-access
+            total += graph_costs.tensor_bytes(value)
     return total
 
 
