@@ -17,7 +17,7 @@ import itertools
 import tensorflow as tf
 from tensorflow.python.util import nest
 
-from ipu_emulator.runtime import programs, replication, tf2_feeds
+from ipu_emulator.runtime import feed_messages, programs, replication, tf2_feeds
 
 # Element types a feed can carry (SDK >= 2.0), in TensorFlow's DataType enum order.
 FEEDABLE_DTYPES = (tf.float32, tf.int32, tf.uint8, tf.int8, tf.bool, tf.float16)
@@ -50,13 +50,7 @@ class IPUInfeedQueue:
             raise ValueError("Device ordinal must be an integer")
         if device_ordinal < 0:
             raise ValueError("Device ordinal must be >= 0")
-        if prefetch_depth is not None:
-            if prefetch_depth <= 0:
-                raise ValueError(
-                    "prefetch_depth must be greater than zero, but it is {}".format(prefetch_depth))
-            if prefetch_depth > 255:
-                raise ValueError(
-                    "prefetch_depth must be less than 256, but it is {}".format(prefetch_depth))
+        feed_messages.check_prefetch_depth(prefetch_depth)
         for spec in nest.flatten(dataset.element_spec):
             shape = spec.shape
             if isinstance(shape, (list, tuple)):

@@ -22,7 +22,7 @@ import weakref
 import tensorflow as tf
 from tensorflow.python.util import nest
 
-from ipu_emulator.runtime import programs, replication, tf2_feeds
+from ipu_emulator.runtime import feed_messages, programs, replication, tf2_feeds
 
 _log = logging.getLogger("ipu_emulator")
 
@@ -56,8 +56,7 @@ class IPUOutfeedQueue:
                 "type, but is {}.".format(type(outfeed_mode)))
         if replication_factor < 1:
             raise ValueError("Replication factor must be >= 1")
-        if buffer_depth is not None and buffer_depth <= 0:
-            raise ValueError("Outfeed buffer depth cannot be less than 1")
+        feed_messages.check_buffer_depth(buffer_depth)
         self._outfeed_mode = outfeed_mode
         self._device_ordinal = 0 if device_ordinal is None else device_ordinal
         # Used only by programs built before the IPU system is configured (replication.py).
@@ -85,13 +84,9 @@ class IPUOutfeedQueue:
         if tf2_feeds.in_tf2():
             return tf2_feeds.enqueue(self, tensors)
         if self.enqueued:
-            raise ValueError("An outfeed can only be enqueued once.")
+            raise ValueError(feed_messages.ENQUEUED_TWICE_MESSAGE)
         flat = [tf.convert_to_tensor(t) for t in nest.flatten(tensors)]
-        for tensor in flat:
-            if tensor.shape.rank is not None and 0 in tensor.shape.as_list():
-                raise tf.errors.InvalidArgumentError(
-                    None, None, "Detected an input tensor to an outfeed queue with a dimension "
-                    "of size 0. Please remove it from the inputs.")
+        feed_messages.check_outfeed_tensors(flat)
         # In a replicated program every replica enqueues; the values are enqueued together,
         # stacked on a replica axis, once all replicas are built.
         enqueue_op = replication.defer_outfeed_enqueue(self, tensors)
@@ -124,7 +119,7 @@ class IPUOutfeedQueue:
                                      self.warn_dequeue_before_run, self.LAST_BEFORE_RUN_MESSAGE)
         graph_queue = self._graph_queue()
         if graph_queue is None:
-            raise ValueError("Trying to dequeue an outfeed which has not been enqueued.")
+            raise ValueError(feed_messages.NOT_ENQUEUED_MESSAGE)
         queue = graph_queue.queue
         with tf.device("/device:CPU:0"):
             values = queue.dequeue_many(queue.size(), name="%s_dequeue" % self._id)

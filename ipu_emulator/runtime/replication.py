@@ -52,7 +52,7 @@ import tensorflow as tf
 from tensorflow.python.framework import ops as tf_ops
 from tensorflow.python.ops import gen_resource_variable_ops, resource_variable_ops
 
-from . import graph_costs, variable_creations
+from . import feed_messages, graph_costs, variable_creations
 
 _state = threading.local()
 
@@ -492,7 +492,7 @@ class ReplicatedBuild:
         if pending is None:
             pending = self.outfeeds[outfeed] = _PendingOutfeed(structure=tensors)
         if replica in pending.flat_by_replica:
-            raise ValueError("An outfeed can only be enqueued once.")
+            raise ValueError(feed_messages.ENQUEUED_TWICE_MESSAGE)
         pending.flat_by_replica[replica] = [tf.convert_to_tensor(t)
                                             for t in tf.nest.flatten(tensors)]
         placeholder = tf.no_op(name="outfeed_enqueue_replica%d" % replica)

@@ -23,10 +23,8 @@ from tensorflow.python.util import nest
 
 from ipu_emulator import record
 from ipu_emulator.runtime import configured_system
-from . import first_run, graph_costs, late_compile, model_parallel, programs
+from . import feed_messages, first_run, graph_costs, late_compile, model_parallel, programs
 
-_INFEED_NOT_CREATED = ("Trying to access an infeed dataset iterator which has not been "
-                       "created. Did you initialize the infeed_queue '{}' ?")
 _INFEED_OUT_OF_RANGE = ("Infeed dataset iterator out of range. Are you trying to dequeue "
                         "more elements than are in the dataset?")
 
@@ -169,8 +167,7 @@ def _pre_compiled(session, fetches, found, feed_dict, options, run_metadata):
 def _check_before_run(program, state):
     for infeed in program.infeeds:
         if infeed.feed_id in state["deleted_feeds"]:
-            raise tf.errors.FailedPreconditionError(
-                None, None, _INFEED_NOT_CREATED.format(infeed.feed_id))
+            raise feed_messages.infeed_not_created(infeed.feed_id)
     if state["program_runs"].get(program.name, 0) == 0:
         first_run.check(program)  # what the SDK's compiler refuses
 
@@ -189,7 +186,8 @@ def _translate(error, found):
     infeeds = [f for p in found.programs for f in p.infeeds]
     if infeeds and isinstance(error, tf.errors.FailedPreconditionError) and "iterator has not been initialized" in text:
         return tf.errors.FailedPreconditionError(
-            error.node_def, error.op, _INFEED_NOT_CREATED.format(infeeds[0].feed_id))
+            error.node_def, error.op,
+            feed_messages.INFEED_NOT_CREATED_MESSAGE.format(infeeds[0].feed_id))
     if infeeds and isinstance(error, tf.errors.OutOfRangeError):
         return tf.errors.OutOfRangeError(error.node_def, error.op, _INFEED_OUT_OF_RANGE)
     last_mode = [o for o in found.dequeued_outfeeds if o.outfeed_mode.value == "get_last"]

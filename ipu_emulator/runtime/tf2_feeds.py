@@ -31,6 +31,8 @@ from tensorflow.python.ops import control_flow_util, resource_variable_ops
 from tensorflow.python.util import nest
 
 from . import tf2_programs
+from .feed_messages import (ENQUEUED_TWICE_MESSAGE, NOT_ENQUEUED_MESSAGE, check_outfeed_tensors,
+                            infeed_not_created)
 
 _log = logging.getLogger("ipu_emulator")
 
@@ -44,8 +46,6 @@ XLA_NEXT_MESSAGE = (
     "ipu_emulator: this function is compiled with XLA (jit_compile=True) and reads an IPU "
     "infeed, which XLA on the CPU cannot compile. Run it as the IPU would, with "
     "strategy.run(fn, args=...): the emulator then runs it as plain TensorFlow.")
-NOT_ENQUEUED_MESSAGE = "Trying to dequeue an outfeed which has not been enqueued."
-ENQUEUED_TWICE_MESSAGE = "An outfeed can only be enqueued once."
 ITERATE_EAGER_ONLY_MESSAGE = "IPUOutfeedQueue can only be iterated over in eager mode."
 ITERATE_ALL_ONLY_MESSAGE = ("IPUOutfeedQueue can only be iterated over if the `outfeed_mode` "
                             "is set to 'IPUOutfeedMode.ALL'.")
@@ -135,9 +135,7 @@ def infeed_dequeue(infeed):
     """``IPUInfeedQueue._dequeue`` inside a TF2 function."""
     host = infeed._initializer  # pylint: disable=protected-access
     if not isinstance(host, InfeedCounter):
-        raise tf.errors.FailedPreconditionError(
-            None, None, "Trying to access an infeed dataset iterator which has not been created. "
-            "Did you initialize the infeed_queue '%s' ?" % infeed.feed_id)
+        raise infeed_not_created(infeed.feed_id)
     return host.dequeue()
 
 
@@ -241,11 +239,7 @@ def enqueue(outfeed, tensors):
             raise ValueError(ENQUEUED_TWICE_MESSAGE)
         state.graphs = [ref for ref in state.graphs if ref() is not None] + [weakref.ref(graph)]
     flat = [tf.convert_to_tensor(t) for t in nest.flatten(tensors)]
-    for tensor in flat:
-        if tensor.shape.rank is not None and 0 in tensor.shape.as_list():
-            raise tf.errors.InvalidArgumentError(
-                None, None, "Detected an input tensor to an outfeed queue with a dimension of "
-                "size 0. Please remove it from the inputs.")
+    check_outfeed_tensors(flat)
     ring = in_xla_context()
     buffer = state.buffer
     if buffer is None or buffer.dtypes != [t.dtype for t in flat] or \

@@ -21,7 +21,7 @@ import logging
 
 import tensorflow as tf
 
-from ipu_emulator.runtime import tf2_programs
+from ipu_emulator.runtime import feed_messages, tf2_programs
 from . import data_adapter, pipelining
 from .accumulation import check_accumulation_arguments
 
@@ -77,20 +77,14 @@ class KerasExtensions(pipelining.PipeliningExtensions):
         """Options for the infeed Keras creates (e.g. ``prefetch_depth``)."""
         _reject_keys(infeed_queue_kwargs, ("dataset", "infeed_spec", "element_spec"),
                      "infeed_queue_kwargs", "This argument is automatically set by Keras.")
-        depth = infeed_queue_kwargs.get("prefetch_depth")
-        if depth is not None and depth <= 0:
-            raise ValueError("prefetch_depth must be greater than zero, but it is {}".format(depth))
-        if depth is not None and depth > 255:
-            raise ValueError("prefetch_depth must be less than 256, but it is {}".format(depth))
+        feed_messages.check_prefetch_depth(infeed_queue_kwargs.get("prefetch_depth"))
         self._ipu_options()["infeed_queue_options"] = dict(infeed_queue_kwargs)
 
     def set_outfeed_queue_options(self, **outfeed_queue_kwargs):
         """Options for the outfeed Keras creates (e.g. ``buffer_depth``)."""
         _reject_keys(outfeed_queue_kwargs, ("outfeed_mode", "device_ordinal"),
                      "outfeed_queue_kwargs", "This argument is not compatible with Keras.")
-        depth = outfeed_queue_kwargs.get("buffer_depth")
-        if depth is not None and depth <= 0:
-            raise ValueError("Outfeed buffer depth cannot be less than 1")
+        feed_messages.check_buffer_depth(outfeed_queue_kwargs.get("buffer_depth"))
         self._ipu_options()["outfeed_queue_options"] = dict(outfeed_queue_kwargs)
 
     def set_asynchronous_callbacks(self, asynchronous=False):
