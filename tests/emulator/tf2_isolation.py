@@ -5,9 +5,14 @@ So test modules that set ``pytestmark = pytest.mark.tf2`` (TF2 eager tests) run 
 ``pytest`` process in which ``conftest.py`` leaves TF2 behaviour on.  In the parent each of
 their tests is replaced by a proxy with the same test id that reports the child's outcome
 and failure text, so selection (``-k``, node ids), reporting and exit codes work as usual.
+
+The child runs once, bounded by ``IPU_EMULATOR_TF2_TIMEOUT_S`` seconds (600 by default, several
+times its usual run): if it hangs it is stopped with everything it started, the tests it
+finished keep their outcomes and the others fail at once, so a hang costs minutes.
 """
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -16,7 +21,8 @@ import pytest
 
 CHILD_ENV = "IPU_EMULATOR_TF2_TESTS"
 _RESULTS_ENV = "IPU_EMULATOR_TF2_RESULTS"
-_CHILD_TIMEOUT_S = 900
+_TIMEOUT_ENV = "IPU_EMULATOR_TF2_TIMEOUT_S"
+_DEFAULT_TIMEOUT_S = 600
 
 
 def in_tf2_child() -> bool:
@@ -60,21 +66,33 @@ class _ChildRun:
         return self._results.get(nodeid)
 
     def _run(self):
+        timeout = float(os.environ.get(_TIMEOUT_ENV, _DEFAULT_TIMEOUT_S))
         with tempfile.TemporaryDirectory() as tmp:
             results_path = os.path.join(tmp, "results.jsonl")
             env = dict(os.environ, **{CHILD_ENV: "1", _RESULTS_ENV: results_path})
-            completed = subprocess.run(
-                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                 "-p", "no:nbval", *self._nodeids],
-                cwd=str(self._rootpath), env=env, capture_output=True, text=True,
-                timeout=_CHILD_TIMEOUT_S)
-            self.child_output = completed.stdout + completed.stderr
+            # Output goes to a file, not a pipe: a hung grandchild holding a pipe open would
+            # block the parent's read even after the child is killed.
+            with open(os.path.join(tmp, "output.txt"), "w+", encoding="utf-8") as output:
+                child = subprocess.Popen(
+                    [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                     "-p", "no:nbval", *self._nodeids],
+                    cwd=str(self._rootpath), env=env, stdout=output, stderr=subprocess.STDOUT,
+                    start_new_session=True)  # its own process group, to stop it whole
+                ending = ""
+                try:
+                    child.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    os.killpg(child.pid, signal.SIGKILL)
+                    child.wait()
+                    ending = (f"\n[the TF2 child process was stopped after {timeout:g} s "
+                              f"({_TIMEOUT_ENV}); the tests it had not finished fail]")
+                output.seek(0)
+                self.child_output = output.read() + ending
             results = {}
             if os.path.exists(results_path):
                 with open(results_path, encoding="utf-8") as lines:
                     for line in lines:
-                        entry = json.loads(line)
-                        _merge(results, entry)
+                        _merge(results, json.loads(line))
             return results
 
 
