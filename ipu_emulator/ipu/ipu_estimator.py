@@ -327,18 +327,25 @@ class _IPUEstimatorBase:
                      tf.compat.v1.local_variables_initializer(),
                      tf.compat.v1.tables_initializer()])
 
-    def _restore_or_initialize(self, session, checkpoints, checkpoint_path, purpose):
-        """Restore ``checkpoint_path`` or the latest checkpoint; else initialise (warning)."""
+    def _initialize_and_restore(self, session, checkpoints, checkpoint_path=None):
+        """Initialise the variables, then restore ``checkpoint_path`` or the latest
+        checkpoint into them and every replica's copies.  Returns the path restored, or
+        None when there is no checkpoint."""
         self._initialize(session)
         path = checkpoint_path or checkpoints.latest()
-        if path is None:
-            tf.compat.v1.logging.warning(
-                "Could not find trained model in model_dir: %s, running initialization to "
-                "%s.", self.model_dir, purpose)
-            return None
-        checkpoints.restore(session, path)
-        _broadcast_to_replicas(session)
+        if path is not None:
+            checkpoints.restore(session, path)
+            _broadcast_to_replicas(session)
         return path
+
+    @staticmethod
+    def _finish_graph(hooks, program, checkpoints):
+        """The last of building a graph: the hooks' taps on loop tensors (returned), the
+        variables' initialisers on the CPU, and the checkpoint saver."""
+        taps = support.tap_loop_tensors(hooks, program.fetch)
+        utils.move_variable_initialization_to_cpu()
+        checkpoints.build()
+        return taps
 
     # -- train ----------------------------------------------------------------------------------
 
@@ -368,9 +375,7 @@ class _IPUEstimatorBase:
                 program = self._build_train(infeed, global_step)
                 self._zeros_if_pre_compiling(program, global_step)
                 all_hooks = hooks + list(program.spec.training_hooks)
-                taps = support.tap_loop_tensors(all_hooks, program.fetch)
-                utils.move_variable_initialization_to_cpu()
-                checkpoints.build()
+                taps = self._finish_graph(all_hooks, program, checkpoints)
             hook_runner = support.HookRunner(all_hooks, taps)
             hook_runner.begin()
             with self._session(graph) as session:
@@ -385,11 +390,8 @@ class _IPUEstimatorBase:
         return self
 
     def _start_training(self, session, checkpoints):
-        self._initialize(session)
-        path = checkpoints.latest()
+        path = self._initialize_and_restore(session, checkpoints)
         if path is not None:
-            checkpoints.restore(session, path)
-            _broadcast_to_replicas(session)
             step = support.checkpoint_step(path)
             checkpoints.mark_saved(step)
             return step
@@ -503,14 +505,15 @@ class _IPUEstimatorBase:
                 spec_hooks = (program.spec.evaluation_hooks if evaluating
                               else program.spec.prediction_hooks)
                 all_hooks = hooks + list(spec_hooks)
-                taps = support.tap_loop_tensors(all_hooks, program.fetch)
-                utils.move_variable_initialization_to_cpu()
-                checkpoints.build()
+                taps = self._finish_graph(all_hooks, program, checkpoints)
             hook_runner = support.HookRunner(all_hooks, taps)
             hook_runner.begin()
             with self._session(graph) as session:
-                self._restore_or_initialize(session, checkpoints, checkpoint_path,
-                                            "evaluate" if evaluating else "predict")
+                if self._initialize_and_restore(session, checkpoints, checkpoint_path) is None:
+                    tf.compat.v1.logging.warning(
+                        "Could not find trained model in model_dir: %s, running "
+                        "initialization to %s.", self.model_dir,
+                        "evaluate" if evaluating else "predict")
                 session.run(infeed.initializer)
                 hook_runner.after_create_session(session)
                 yield session, program, hook_runner, global_step
