@@ -53,17 +53,18 @@ from __future__ import annotations
 import contextlib
 import gc
 from dataclasses import dataclass
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ipu_emulator.sim import schedules as sched
 from ipu_emulator.sim.cost_model import StageCost
 from ipu_emulator.sim.hardware import HostModel, IPUTarget, get_target
 from ipu_emulator.sim.schedules import (BACKWARD, FORWARD, RECOMPUTE, UPDATE, WEIGHT_GRAD, Action,
                         PipelineConfigurationError, Schedule)
-from ipu_emulator.sim.timeline import (CLOCK, COMPUTE_KINDS, HOST_LANE, UNIT_CLOCK, Event, Metrics, Timeline,
-                       TimelineBuilder, allreduce_seconds, busy_time, compute_seconds,
-                       format_bytes, ipu_lane, ipu_link_seconds, ipu_of_lane,
-                       launch_engine_run, prepare_host_batch, stream_copy_seconds)
+from ipu_emulator.sim.timeline import (CLOCK, HOST_LANE, UNIT_CLOCK, Event, Metrics, Timeline,
+                                      TimelineBuilder, allreduce_seconds, compute_seconds,
+                                      format_bytes, ipu_lane, ipu_link_seconds, ipu_of_lane,
+                                      launch_engine_run, prepare_host_batch,
+                                      stream_copy_seconds, timeline_metrics)
 
 EVENT_KIND = {FORWARD: "forward", BACKWARD: "backward", WEIGHT_GRAD: "backward",
               RECOMPUTE: "recompute", UPDATE: "weight_update"}
@@ -137,22 +138,45 @@ def out_of_memory_message(ipu: int, required: float, available: float) -> str:
             f"{format_bytes(available, required)} available")
 
 
-# --- plan: everything the simulation needs, derived once --------------------------------
+# --- settings and plan: what was asked for, and what it takes -------------------------
+
+
+@dataclass(frozen=True)
+class _PipelineSimulationSettings:
+    """The arguments of one ``simulate_pipeline`` call, with the target and host resolved:
+    built once and handed to the internal functions whole."""
+
+    stages: Sequence[StageCost]
+    schedule: Union[str, int, Schedule]
+    gradient_accumulation_count: Optional[int]
+    repeat_count: int
+    replicas: int
+    target: IPUTarget
+    host: HostModel
+    batch_size: Optional[int]
+    device_mapping: Optional[Sequence[int]]
+    training: bool
+    recompute: bool
+    offload_weights: bool
+    offload_activations: bool
+    accumulation_dtype_bytes: int
+    unit_cost: bool
+    title: str
+    variable_dtype_bytes: int
+    stages_per_ipu: int
 
 
 @dataclass
 class _Plan:
+    """What the simulation derives from its settings before placing anything."""
+
+    settings: _PipelineSimulationSettings
     schedule: Schedule
     stages: List[StageCost]
-    target: IPUTarget
-    host: HostModel
-    unit_cost: bool
-    replicas: int
-    training: bool
-    offload_weights: bool
-    offload_activations: bool
     accumulator_bytes: List[float]  # per stage
     durations: Dict[Tuple[int, str], float]  # (stage, kind) -> seconds or units
+    split_stages: FrozenSet[int]  # stages whose backward is split into B and W
+    recomputed: FrozenSet[Tuple[int, int]]  # (stage, micro-batch) with a recompute R
 
     @property
     def mapping(self) -> Tuple[int, ...]:
@@ -167,7 +191,7 @@ class _Plan:
 
     def __post_init__(self):
         ipus = self.schedule.num_ipus
-        self.lanes = [[ipu_lane(r * ipus + ipu) for r in range(self.replicas)]
+        self.lanes = [[ipu_lane(r * ipus + ipu) for r in range(self.settings.replicas)]
                       for ipu in range(ipus)]
 
     def seconds(self, a: Action) -> float:
@@ -182,37 +206,49 @@ class _Plan:
         return cost.input_bytes if recomputed else cost.activation_bytes
 
 
-def _plan(stages, schedule, gac, target, host, device_mapping, training, recompute,
-          offload_weights, offload_activations, accumulation_dtype_bytes,
-          variable_dtype_bytes, unit_cost, replicas, stages_per_ipu) -> _Plan:
-    stages = list(stages)
+# A recompute repeats its stage's forward; the W half of a split backward costs as its B.
+_SAME_COST_AS = {RECOMPUTE: FORWARD, WEIGHT_GRAD: BACKWARD}
+
+
+def _plan(settings: _PipelineSimulationSettings) -> _Plan:
+    stages = list(settings.stages)
     if not stages or not all(isinstance(s, StageCost) for s in stages):
         raise TypeError("stages must be a sequence of cost_model.StageCost records, one per stage.")
-    if isinstance(schedule, Schedule):
-        built = _prebuilt_schedule(schedule, len(stages), gac, training, recompute)
+    gac, training, mapping = (settings.gradient_accumulation_count, settings.training,
+                              settings.device_mapping)
+    if isinstance(settings.schedule, Schedule):
+        built = _prebuilt_schedule(settings.schedule, len(stages), gac, training,
+                                   settings.recompute)
     else:
-        sched.check_device_mapping(len(stages), device_mapping)
-        name = sched.normalise_schedule_name(schedule)
+        sched.check_device_mapping(len(stages), mapping)
+        name = sched.normalise_schedule_name(settings.schedule)
         if name == "interleaved":  # the SDK's Python-side check comes before compilation
-            sched.check_interleaved_mapping(len(stages), device_mapping, training)
-        sched.check_gradient_accumulation_count(name, len(stages), gac, training, device_mapping)
-        built = sched.build_schedule(name, len(stages), gac, device_mapping, training,
-                                     recompute, stages_per_ipu, check=False)
-    split = {a[0] for a in built.actions() if a[1] == WEIGHT_GRAD}
-    for value, what in ((accumulation_dtype_bytes, "accumulation_dtype_bytes"),
-                        (variable_dtype_bytes, "variable_dtype_bytes")):
+            sched.check_interleaved_mapping(len(stages), mapping, training)
+        sched.check_gradient_accumulation_count(name, len(stages), gac, training, mapping)
+        built = sched.build_schedule(name, len(stages), gac, mapping, training,
+                                     settings.recompute, settings.stages_per_ipu, check=False)
+    split, recomputed = set(), set()
+    for k, kind, m in built.actions():
+        if kind == WEIGHT_GRAD:
+            split.add(k)
+        elif kind == RECOMPUTE:
+            recomputed.add((k, m))
+    for what in ("accumulation_dtype_bytes", "variable_dtype_bytes"):
+        value = getattr(settings, what)
         if not isinstance(value, int) or value <= 0:
             raise ValueError(f"{what} must be a positive number of bytes, got {value!r}.")
-    accumulators = [s.parameter_bytes / variable_dtype_bytes * accumulation_dtype_bytes
-                    if training else 0.0 for s in stages]
+    accumulators = [s.parameter_bytes / settings.variable_dtype_bytes
+                    * settings.accumulation_dtype_bytes if training else 0.0 for s in stages]
     durations = {}
     for k, cost in enumerate(stages):
-        for kind in sched.ACTION_KINDS:
+        for kind in sched.ACTION_KINDS:  # F before R, B before W
+            same = (k, _SAME_COST_AS.get(kind))
             durations[(k, kind)] = (
-                unit_action_time(kind, k in split) if unit_cost
-                else action_seconds(cost, kind, target, k in split, accumulators[k]))
-    return _Plan(built, stages, target, host, unit_cost, replicas, training, offload_weights,
-                 offload_activations, accumulators, durations)
+                durations[same] if same in durations
+                else unit_action_time(kind, k in split) if settings.unit_cost
+                else action_seconds(cost, kind, settings.target, k in split, accumulators[k]))
+    return _Plan(settings, built, stages, accumulators, durations, frozenset(split),
+                 frozenset(recomputed))
 
 
 def _prebuilt_schedule(schedule: Schedule, num_stages: int, gac, training: bool,
@@ -235,8 +271,9 @@ def _prebuilt_schedule(schedule: Schedule, num_stages: int, gac, training: bool,
 # --- the simulation -------------------------------------------------------------------
 
 
-class _Record(NamedTuple):
-    """One action as it ran on replica 0 (replicas are identical)."""
+class _PlacedAction(NamedTuple):
+    """An action placed on an IPU, from ``start`` to ``end``, in pass ``pass_index``; the
+    one on replica 0 stands for all (replicas are identical)."""
     ipu: int
     action: Action
     start: float
@@ -250,14 +287,15 @@ class _PipelineRun:
 
     def __init__(self, plan: _Plan, builder: TimelineBuilder):
         self.plan = plan
+        self.settings = plan.settings
         self.builder = builder
-        self.records: List[_Record] = []
+        self.placed: List[_PlacedAction] = []
         self.stored: Dict[Tuple[int, int, int], float] = {}  # (pass, stage, mb) -> store end
         self.loaded: Dict[Tuple[int, int, int], float] = {}  # (pass, stage, mb) -> load start
         self.state_copies: List[Tuple[int, float, float]] = []  # (ipu, load start, store end)
         self._state_loaded_at: Dict[int, float] = {}  # ipu -> load start, until stored
         self.all_lanes = [lane for i in range(plan.num_ipus) for lane in plan.lanes_of(i)]
-        self.recomputed = {(a[0], a[2]) for a in plan.schedule.actions() if a[1] == RECOMPUTE}
+        self.recomputed = plan.recomputed
         self.first_update = {ipu: next((a for a in actions if a.kind == UPDATE), None)
                              for ipu, actions in enumerate(plan.schedule.ipu_actions)}
         self.last_update = {ipu: next((a for a in reversed(actions) if a.kind == UPDATE), None)
@@ -285,21 +323,21 @@ class _PipelineRun:
 
     def _copy(self, ipu: int, name: str, nbytes: float, earliest: float, streaming: bool,
               a: Optional[Action] = None) -> Tuple[float, float]:
-        plan = self.plan
-        if plan.unit_cost or nbytes <= 0:
+        settings = self.settings
+        if settings.unit_cost or nbytes <= 0:
             return earliest, earliest
-        seconds = (streaming_memory_seconds(nbytes, plan.target, plan.host) if streaming
-                   else stream_copy_seconds(nbytes, plan.target, plan.host))
+        seconds = (streaming_memory_seconds(nbytes, settings.target, settings.host) if streaming
+                   else stream_copy_seconds(nbytes, settings.target, settings.host))
         return self._place(ipu, "stream_copy", name, seconds, earliest, a, {"bytes": nbytes})
 
     def _host_feed(self, ipu: int, name: str, nbytes: float, earliest: float,
                    a: Action) -> None:
         """A host stream copy on its own (asynchronous schedules): external sync first."""
-        plan = self.plan
-        if plan.unit_cost or nbytes <= 0:
+        settings = self.settings
+        if settings.unit_cost or nbytes <= 0:
             return
         # As timeline.host_transfer, but labelled with the micro-batch it carries.
-        self._place(ipu, "sync", "Sync (External)", plan.target.external_sync_seconds,
+        self._place(ipu, "sync", "Sync (External)", settings.target.external_sync_seconds,
                     earliest, a)
         self._copy(ipu, name, nbytes, earliest, False, a)
 
@@ -311,14 +349,14 @@ class _PipelineRun:
 
     def run_action(self, ipu: int, a: Action, earliest: float, synchronous: bool) -> float:
         """Place ``a`` (and its copies) on ``ipu``'s lanes from ``earliest``; returns its end."""
-        plan, p = self.plan, self.pass_index
+        plan, settings, p = self.plan, self.settings, self.pass_index
         k, kind, m = a
-        if plan.unit_cost and kind != UPDATE:
+        if settings.unit_cost and kind != UPDATE:
             # Nothing surrounds an action in unit-cost mode: place it and move on.
             start, end = self.builder.place(plan.lanes[ipu], EVENT_KIND[kind], str(a),
                                             plan.durations[(k, kind)], earliest, stage=k,
                                             micro_batch=m, engine_run=0, iteration=p)
-            self.records.append(_Record(ipu, a, start, end, p))
+            self.placed.append(_PlacedAction(ipu, a, start, end, p))
             return end
         at = earliest
         if kind == FORWARD and k == 0:
@@ -328,22 +366,22 @@ class _PipelineRun:
                 at = self._copy(ipu, "StreamCopy infeed (host->IPU)", nbytes, at, False, a)[1]
             else:
                 self._host_feed(ipu, "StreamCopy infeed (host->IPU)", nbytes, at, a)
-        if plan.offload_activations and plan.training and self._first_backward_work(a):
+        if settings.offload_activations and settings.training and self._first_backward_work(a):
             start, at = self._copy(ipu, "load activations (streaming memory->IPU)",
                                    plan.kept_bytes(k, (k, m) in self.recomputed), at, True, a)
             self.loaded[(p, k, m)] = start
         if kind == UPDATE and a == self.first_update[ipu]:
             at = self._before_weight_update(ipu, at)
         start, end = self._place(ipu, EVENT_KIND[kind], str(a), plan.seconds(a), at, a)
-        self.records.append(_Record(ipu, a, start, end, p))
+        self.placed.append(_PlacedAction(ipu, a, start, end, p))
         if kind == FORWARD and k == plan.schedule.num_stages - 1:
-            nbytes = plan.stages[k].output_bytes if not plan.training else max(
+            nbytes = plan.stages[k].output_bytes if not settings.training else max(
                 plan.stages[k].output_bytes, LOSS_BYTES)
             if synchronous:
                 self._copy(ipu, "StreamCopy outfeed (IPU->host)", nbytes, end, False, a)
             else:
                 self._host_feed(ipu, "StreamCopy outfeed (IPU->host)", nbytes, end, a)
-        if kind == FORWARD and plan.training and plan.offload_activations:
+        if kind == FORWARD and settings.training and settings.offload_activations:
             self.stored[(p, k, m)] = self._copy(
                 ipu, "store activations (IPU->streaming memory)",
                 plan.kept_bytes(k, (k, m) in self.recomputed), end, True, a)[1]
@@ -361,22 +399,22 @@ class _PipelineRun:
                    for k in self.plan.schedule.stages_on(ipu))
 
     def _before_weight_update(self, ipu: int, at: float) -> float:
-        plan = self.plan
-        if plan.unit_cost:
+        plan, settings = self.plan, self.settings
+        if settings.unit_cost:
             return at
         gradients = sum(plan.accumulator_bytes[k] for k in plan.schedule.stages_on(ipu))
-        seconds = allreduce_seconds(gradients, plan.replicas, plan.target)
+        seconds = allreduce_seconds(gradients, settings.replicas, settings.target)
         if seconds > 0:
             at = self._place(ipu, "exchange", "AllReduce gradients (IPU-Links)", seconds, at,
-                             args={"bytes": gradients, "replicas": plan.replicas})[1]
-        if plan.offload_weights:
+                             args={"bytes": gradients, "replicas": settings.replicas})[1]
+        if settings.offload_weights:
             self._state_loaded_at[ipu], at = self._copy(
                 ipu, "load optimizer state (streaming memory->IPU)",
                 self._optimizer_state_bytes(ipu), at, True)
         return at
 
     def _after_weight_update(self, ipu: int, end: float) -> None:
-        if self.plan.offload_weights and not self.plan.unit_cost:
+        if self.settings.offload_weights and not self.settings.unit_cost:
             _, stored = self._copy(ipu, "store optimizer state (IPU->streaming memory)",
                                    self._optimizer_state_bytes(ipu), end, True)
             self.state_copies.append((ipu, self._state_loaded_at.pop(ipu), stored))
@@ -397,7 +435,7 @@ class _PipelineRun:
     # -- bulk-synchronous passes -----------------------------------------------------------
 
     def run_synchronous_pass(self, start: float) -> float:
-        plan = self.plan
+        plan, settings = self.plan, self.settings
         barrier = start
         pending: List[Tuple[int, int, float, str]] = []
         mapping = plan.mapping
@@ -406,21 +444,21 @@ class _PipelineRun:
             # it: the barrier never needs a scan of all lanes (Sequential has one per action).
             touched = {mapping[a[0]] for a in step}
             step_start = barrier
-            if not plan.unit_cost:
+            if not settings.unit_cost:
                 # Every IPU waits at the step's barrier; the sync is drawn on the IPUs that
                 # take part in the step (idle ones simply wait, which shows as a gap).
                 for src, dst, _, _ in pending:
                     touched.update((src, dst))
                 lanes = [lane for i in sorted(touched) for lane in plan.lanes[i]]
                 step_start = self.builder.place(
-                    lanes, "sync", "Sync (External)", plan.target.external_sync_seconds,
+                    lanes, "sync", "Sync (External)", settings.target.external_sync_seconds,
                     barrier, engine_run=0, iteration=self.pass_index)[1]
                 if pending:
                     step_start = max(step_start, self._exchange_phase(pending, step_start))
             pending = []
             for a in step:
                 self.run_action(mapping[a[0]], a, step_start, synchronous=True)
-                if not plan.unit_cost:
+                if not settings.unit_cost:
                     pending += self.transfers_from(a)
             barrier = max([step_start] + [self.builder.free_at(plan.lanes[i]) for i in touched])
         return barrier
@@ -438,9 +476,9 @@ class _PipelineRun:
         ipus = sorted(set(sent) | set(received))
         lanes = [lane for i in ipus for lane in plan.lanes_of(i)]
         start, end = self.builder.place(
-            lanes, "exchange", "GlobalExchange (IPU-Links)", ipu_link_seconds(busiest, plan.target),
-            earliest, engine_run=0, iteration=self.pass_index,
-            args={"bytes": sum(t[2] for t in transfers)})
+            lanes, "exchange", "GlobalExchange (IPU-Links)",
+            ipu_link_seconds(busiest, self.settings.target), earliest, engine_run=0,
+            iteration=self.pass_index, args={"bytes": sum(t[2] for t in transfers)})
         middle = (start + end) / 2
         for src, dst, _, label in transfers:
             self._flows(label, src, dst, middle, middle)
@@ -449,11 +487,10 @@ class _PipelineRun:
     # -- asynchronous passes ---------------------------------------------------------------
 
     def run_asynchronous_pass(self, order: Sequence[Action], start: float) -> float:
-        plan = self.plan
-        mapping = plan.mapping
+        mapping = self.plan.mapping
         ends: Dict[Action, float] = {}
         last = len(mapping) - 1
-        unit = plan.unit_cost
+        unit = self.settings.unit_cost
         for a in order:
             k, kind, m = a
             ipu = mapping[k]
@@ -474,13 +511,13 @@ class _PipelineRun:
 
     def _receive(self, source: Action, ipu: int, ready: float) -> float:
         """The receiving IPU takes in ``source``'s result over IPU-Links; returns arrival."""
-        plan = self.plan
+        settings = self.settings
         transfers = self.transfers_from(source)
-        if plan.unit_cost or not transfers:
+        if settings.unit_cost or not transfers:
             return ready
         src, dst, nbytes, label = transfers[0]
         start, end = self._place(ipu, "exchange", f"GlobalExchange {label} IPU{src}->IPU{dst}",
-                                 ipu_link_seconds(nbytes, plan.target), ready, source,
+                                 ipu_link_seconds(nbytes, settings.target), ready, source,
                                  {"bytes": nbytes})
         self._flows(label, src, dst, ready, end)
         return end
@@ -489,17 +526,17 @@ class _PipelineRun:
 # --- metrics --------------------------------------------------------------------------
 
 
-def _pass_phases(records: List[_Record], pass_start: float, pass_end: float,
+def _pass_phases(placed: List[_PlacedAction], pass_start: float, pass_end: float,
                  training: bool) -> List[Tuple[str, float, float]]:
     """Ramp-up until every IPU has started, main until the first IPU has no forward or
     backward work left, ramp-down until the last one is done, then the weight update."""
     first: Dict[int, float] = {}
     last: Dict[int, float] = {}
-    for ipu, action, start, end, _ in records:
+    for ipu, action, start, end, _ in placed:
         if action[1] == UPDATE:
             continue
         if ipu not in first:
-            first[ipu] = start  # records of an IPU are in time order
+            first[ipu] = start  # an IPU's actions are placed in time order
         last[ipu] = end
     if not first:
         return []
@@ -519,11 +556,11 @@ def _memory_deltas(run: _PipelineRun) -> Dict[int, List[Tuple[float, int, float,
     twice."""
     plan = run.plan
     deltas: Dict[int, List[Tuple[float, int, float, int]]] = {i: [] for i in range(plan.num_ipus)}
-    releases_on_w = {a[0] for a in plan.schedule.actions() if a[1] == WEIGHT_GRAD}
+    releases_on_w = plan.split_stages
     full_bytes = [s.activation_bytes for s in plan.stages]
-    training, recomputed = plan.training, run.recomputed
+    training, recomputed = plan.settings.training, plan.recomputed
     stored, loaded = run.stored, run.loaded
-    for ipu, action, start, end, pass_index in run.records:
+    for ipu, action, start, end, pass_index in run.placed:
         k, kind, m = action
         if kind == UPDATE:
             continue
@@ -559,9 +596,9 @@ def _resident_bytes(plan: _Plan, ipu: int) -> float:
     and the optimizer state (unless it lives in streaming memory)."""
     stages = plan.schedule.stages_on(ipu)
     total = sum(plan.stages[k].parameter_bytes for k in stages)
-    if plan.training:
+    if plan.settings.training:
         total += sum(plan.accumulator_bytes[k] for k in stages)
-        if not plan.offload_weights:
+        if not plan.settings.offload_weights:
             total += sum(plan.stages[k].optimizer_state_bytes for k in stages)
     return total
 
@@ -598,45 +635,29 @@ def _memory_and_in_flight(run: _PipelineRun, start: float) -> Tuple[Dict[int, fl
     return peak_memory, peak_in_flight
 
 
-def _metrics(builder: TimelineBuilder, run: _PipelineRun, lanes: List[str], start: float,
-             micro_batches: int, repeat_count: int, batch_size: Optional[int],
-             clock: str) -> Metrics:
-    plan = run.plan
-    events = builder.events
-    makespan = max((e.end for e in events), default=0.0)
-    busy, host_time = busy_time(events, [ipu_of_lane(lane) for lane in lanes if lane != HOST_LANE])
-    compute = {ipu: sum(t for kind, t in kinds.items() if kind in COMPUTE_KINDS)
-               for ipu, kinds in busy.items()}
-    utilisation = {ipu: (t / makespan if makespan > 0 else 0.0) for ipu, t in compute.items()}
-    # Idle over total, from exact sums: with unit costs this is the textbook fraction exactly.
-    capacity = makespan * len(compute)
-    bubble = (capacity - sum(compute.values())) / capacity if capacity > 0 else 0.0
-
+def _metrics(run: _PipelineRun, lanes: List[str], start: float) -> Metrics:
+    plan, settings = run.plan, run.settings
     peak_memory, peak_in_flight = _memory_and_in_flight(run, start)
-    sram = plan.target.sram_bytes_per_chip
+    sram = settings.target.sram_bytes_per_chip
     memory_by_lane: Dict[int, int] = {}
     in_flight_by_lane: Dict[int, int] = {}
     for ipu in range(plan.num_ipus):
         for lane in plan.lanes_of(ipu):
             memory_by_lane[ipu_of_lane(lane)] = int(round(peak_memory[ipu]))
             in_flight_by_lane[ipu_of_lane(lane)] = peak_in_flight[ipu]
-    out_of_memory = {ipu: b > sram for ipu, b in memory_by_lane.items()}
-    messages = [out_of_memory_message(ipu, b, sram)
-                for ipu, b in sorted(memory_by_lane.items()) if b > sram]
-
-    samples = samples_per_second = effective = None
-    if batch_size is not None:
-        effective = plan.replicas * batch_size * micro_batches
-        samples = effective * repeat_count
-        samples_per_second = samples / makespan if makespan > 0 else 0.0
-    return Metrics(
-        makespan=makespan, engine_runs=1, iterations=micro_batches * repeat_count,
-        utilisation=utilisation, busy_time_by_kind=busy, host_overhead_time=host_time,
-        stream_copy_time=max((k.get("stream_copy", 0.0) for k in busy.values()), default=0.0),
-        samples=samples, samples_per_second=samples_per_second, bubble_fraction=bubble,
-        peak_in_flight=in_flight_by_lane, peak_memory_bytes=memory_by_lane,
-        out_of_memory=out_of_memory, clock=clock, effective_batch_size=effective,
-        out_of_memory_messages=messages)
+    micro_batches = plan.schedule.micro_batches
+    samples = effective = None
+    if settings.batch_size is not None:
+        effective = settings.replicas * settings.batch_size * micro_batches
+        samples = effective * settings.repeat_count
+    return timeline_metrics(
+        run.builder.events, [ipu_of_lane(lane) for lane in lanes if lane != HOST_LANE],
+        engine_runs=1, iterations=micro_batches * settings.repeat_count, samples=samples,
+        peak_memory_bytes=memory_by_lane, sram_bytes_per_chip=sram,
+        peak_in_flight=in_flight_by_lane, clock=UNIT_CLOCK if settings.unit_cost else CLOCK,
+        effective_batch_size=effective,
+        out_of_memory_messages=[out_of_memory_message(ipu, b, sram)
+                                for ipu, b in sorted(memory_by_lane.items()) if b > sram])
 
 
 # --- the public entry point -----------------------------------------------------------
@@ -685,12 +706,16 @@ def simulate_pipeline(
             raise ValueError(f"{what} must be a positive integer, got {value!r}.")
     if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
+    settings = _PipelineSimulationSettings(
+        stages=stages, schedule=schedule, gradient_accumulation_count=gradient_accumulation_count,
+        repeat_count=repeat_count, replicas=replicas, target=get_target(target),
+        host=host if host is not None else HostModel(), batch_size=batch_size,
+        device_mapping=device_mapping, training=training, recompute=recompute,
+        offload_weights=offload_weights, offload_activations=offload_activations,
+        accumulation_dtype_bytes=accumulation_dtype_bytes, unit_cost=unit_cost, title=title,
+        variable_dtype_bytes=variable_dtype_bytes, stages_per_ipu=stages_per_ipu)
     with _cyclic_gc_paused():
-        return _simulate(stages, schedule, gradient_accumulation_count, repeat_count, replicas,
-                         get_target(target), host if host is not None else HostModel(),
-                         batch_size, device_mapping, training, recompute, offload_weights,
-                         offload_activations, accumulation_dtype_bytes, unit_cost, title,
-                         variable_dtype_bytes, stages_per_ipu)
+        return _simulate(settings)
 
 
 @contextlib.contextmanager
@@ -707,16 +732,11 @@ def _cyclic_gc_paused():
             gc.enable()
 
 
-def _simulate(stages, schedule, gradient_accumulation_count, repeat_count, replicas, target,
-              host, batch_size, device_mapping, training, recompute, offload_weights,
-              offload_activations, accumulation_dtype_bytes, unit_cost, title,
-              variable_dtype_bytes, stages_per_ipu) -> Timeline:
-    plan = _plan(stages, schedule, gradient_accumulation_count, target, host, device_mapping,
-                 training, recompute, offload_weights, offload_activations,
-                 accumulation_dtype_bytes, variable_dtype_bytes, unit_cost, replicas,
-                 stages_per_ipu)
+def _simulate(settings: _PipelineSimulationSettings) -> Timeline:
+    plan = _plan(settings)
+    unit_cost, host, repeat_count = settings.unit_cost, settings.host, settings.repeat_count
     micro_batches = plan.schedule.micro_batches
-    ipu_lanes = [ipu_lane(i) for i in range(plan.num_ipus * replicas)]
+    ipu_lanes = [ipu_lane(i) for i in range(plan.num_ipus * settings.replicas)]
     lanes = ipu_lanes if unit_cost else [HOST_LANE] + ipu_lanes
     builder = TimelineBuilder(lanes)
     run = _PipelineRun(plan, builder)
@@ -735,22 +755,22 @@ def _simulate(stages, schedule, gradient_accumulation_count, repeat_count, repli
     pass_start = start
     for p in range(repeat_count):
         run.pass_index = p
-        first_record = len(run.records)
+        first_placed = len(run.placed)
         if plan.schedule.synchronous:
             pass_end = run.run_synchronous_pass(pass_start)
         else:
             pass_end = run.run_asynchronous_pass(order, pass_start)
-        phases += _pass_phases(run.records[first_record:], pass_start, pass_end, training)
+        phases += _pass_phases(run.placed[first_placed:], pass_start, pass_end,
+                               settings.training)
         pass_start = pass_end
 
-    clock = UNIT_CLOCK if unit_cost else CLOCK
-    metrics = _metrics(builder, run, lanes, start, micro_batches, repeat_count, batch_size,
-                       clock)
-    name = title or (f"{plan.schedule.name} pipeline: {plan.schedule.num_stages} stages, "
-                     f"{micro_batches} micro-batches" + (f" x {repeat_count} passes"
-                                                         if repeat_count > 1 else ""))
+    metrics = _metrics(run, lanes, start)
+    name = settings.title or (
+        f"{plan.schedule.name} pipeline: {plan.schedule.num_stages} stages, "
+        f"{micro_batches} micro-batches" + (f" x {repeat_count} passes" if repeat_count > 1
+                                            else ""))
     return Timeline(events=builder.events, lanes=lanes, metrics=metrics, title=name,
-                    clock=clock, engine_run_spans=[(0.0, metrics.makespan)],
+                    clock=metrics.clock, engine_run_spans=[(0.0, metrics.makespan)],
                     counters=builder.counters, flows=builder.flows, phases=phases)
 
 

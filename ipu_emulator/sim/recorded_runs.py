@@ -30,16 +30,14 @@ from ipu_emulator import record
 from ipu_emulator.sim import pipeline_simulator
 from ipu_emulator.sim.hardware import HostModel, IPUTarget, get_target
 from ipu_emulator.record import EngineRun
-from ipu_emulator.sim.timeline import (CLOCK, COMPUTE_KINDS, HOST_LANE, Metrics, Timeline, ipu_lane,
-                       simulate_engine_runs)
+from ipu_emulator.sim.timeline import (HOST_LANE, Metrics, Timeline, ipu_lane, simulate_engine_runs,
+                                      timeline_metrics)
 
 
 def simulate_run(run: EngineRun, target: Union[str, IPUTarget] = "ipu2",
                  host: Optional[HostModel] = None,
                  batch_size: Optional[int] = None) -> Timeline:
     """The simulated timeline of one engine run (sharded, pipelined or single-IPU)."""
-
-
     if not run.stages or run.iterations == 0:
         return simulate_engine_runs([replace(run, stages=(), pipeline=None)], target=target,
                                     host=host, batch_size=batch_size)
@@ -163,20 +161,6 @@ def join_timelines(timelines: Sequence[Timeline], title: str = "") -> Timeline:
 
 
 def _joined_metrics(timelines: Sequence[Timeline], events, makespan: float) -> Metrics:
-    busy = {}
-    host_time = 0.0
-    for e in events:
-        if e.ipu is None:
-            host_time += e.duration
-        else:
-            by_kind = busy.setdefault(e.ipu, {})
-            by_kind[e.kind] = by_kind.get(e.kind, 0.0) + e.duration
-    compute = {ipu: sum(t for k, t in kinds.items() if k in COMPUTE_KINDS)
-               for ipu, kinds in busy.items()}
-    utilisation = {ipu: (t / makespan if makespan > 0 else 0.0) for ipu, t in compute.items()}
-    capacity = makespan * len(compute)
-    bubble = (capacity - sum(compute.values())) / capacity if capacity > 0 else 0.0
-
     def peak(attribute):
         merged = {}
         for t in timelines:
@@ -185,21 +169,16 @@ def _joined_metrics(timelines: Sequence[Timeline], events, makespan: float) -> M
         return merged
 
     samples = [t.metrics.samples for t in timelines]
-    total_samples = sum(samples) if all(s is not None for s in samples) else None
-    memory = peak("peak_memory_bytes")
-    out_of_memory = peak("out_of_memory")
-    return Metrics(
-        makespan=makespan,
+    # The lanes span the widest run, so an IPU no run used would count as idle: report only
+    # the IPUs that did something, in the order they first did it.
+    ipus = dict.fromkeys(e.ipu for e in events if e.ipu is not None)
+    return timeline_metrics(
+        events, ipus, makespan=makespan,
         engine_runs=sum(max(1, t.metrics.engine_runs) for t in timelines),
         iterations=sum(t.metrics.iterations for t in timelines),
-        utilisation=utilisation, busy_time_by_kind=busy, host_overhead_time=host_time,
-        stream_copy_time=max((k.get("stream_copy", 0.0) for k in busy.values()), default=0.0),
-        samples=total_samples,
-        samples_per_second=(total_samples / makespan
-                            if total_samples is not None and makespan > 0 else None),
-        bubble_fraction=bubble, peak_in_flight=peak("peak_in_flight"),
-        peak_memory_bytes=memory, out_of_memory=out_of_memory,
-        clock=timelines[0].metrics.clock if timelines else CLOCK,
+        samples=sum(samples) if all(s is not None for s in samples) else None,
+        peak_memory_bytes=peak("peak_memory_bytes"), out_of_memory=peak("out_of_memory"),
+        peak_in_flight=peak("peak_in_flight"), clock=timelines[0].metrics.clock,
         effective_batch_size=timelines[-1].metrics.effective_batch_size,
         out_of_memory_messages=sorted({m for t in timelines
                                        for m in t.metrics.out_of_memory_messages}),

@@ -28,7 +28,8 @@ The model (BSP, ``IPU_API.md`` sections 10-11), per engine run:
 
 Engine runs are blocking (``sess.run`` returns when the IPU is done), so run ``k+1`` starts when
 every lane of run ``k`` is idle.  The pieces are small pure functions and a
-``TimelineBuilder`` so the pipeline simulator can reuse them.
+``TimelineBuilder`` so the pipeline simulator can reuse them; ``timeline_metrics`` gives the
+metrics of every timeline, whichever simulator placed its events.
 """
 from __future__ import annotations
 
@@ -640,7 +641,13 @@ def simulate_engine_runs(
         spans.append(simulate_engine_run(builder, run, index, iteration, target, host))
         iteration += run.iterations
 
-    metrics = compute_metrics(builder.events, lanes, runs, target, batch_size)
+    samples = (None if batch_size is None
+               else sum(batch_size * run.iterations * max(1, run.replicas) for run in runs))
+    metrics = timeline_metrics(
+        builder.events, range(num_ipus), engine_runs=len(runs),
+        iterations=sum(run.iterations for run in runs), samples=samples,
+        peak_memory_bytes=_peak_resident_bytes(runs, num_ipus),
+        sram_bytes_per_chip=target.sram_bytes_per_chip)
     return Timeline(
         events=builder.events,
         lanes=lanes,
@@ -652,12 +659,53 @@ def simulate_engine_runs(
     )
 
 
+def _peak_resident_bytes(runs: Sequence[EngineRun], num_ipus: int) -> Dict[int, int]:
+    """Per IPU, the most any run's program keeps resident on it (shards split a step)."""
+    peak = {i: 0 for i in range(num_ipus)}
+    for run in runs:
+        layout = IPULayout.of(run)
+        per_ipu = resident_bytes(run.step_cost) // layout.shards
+        for i in range(layout.num_ipus):
+            peak[i] = max(peak[i], per_ipu)
+    return peak
+
+
 # --- metrics ------------------------------------------------------------------------------
 
 
-def busy_time(events: Iterable[Event],
-              ipus: Iterable[int]) -> Tuple[Dict[int, Dict[str, float]], float]:
-    """Time each IPU spends on each kind of event, and the host's total time."""
+def timeline_metrics(
+    events: Sequence[Event],
+    ipus: Iterable[int],
+    *,
+    engine_runs: int,
+    iterations: int,
+    makespan: Optional[float] = None,
+    samples: Optional[int] = None,
+    peak_memory_bytes: Optional[Dict[int, int]] = None,
+    sram_bytes_per_chip: Optional[float] = None,
+    out_of_memory: Optional[Dict[int, bool]] = None,
+    peak_in_flight: Optional[Dict[int, int]] = None,
+    clock: str = CLOCK,
+    effective_batch_size: Optional[int] = None,
+    out_of_memory_messages: Sequence[str] = (),
+) -> Metrics:
+    """The metrics of a timeline: what its ``events`` say, plus the facts only the simulator
+    that placed them knows (memory peaks, micro-batches in flight, counts of runs, iterations
+    and samples).
+
+    ``ipus`` are the IPUs reported on, in order; ``makespan`` defaults to the last event's
+    end.  ``out_of_memory`` defaults to each IPU's peak memory over ``sram_bytes_per_chip``;
+    ``peak_in_flight`` to one step on each IPU that computes (a timeline without a pipeline
+    holds one step at a time).
+
+    >>> events = [Event("host", "host", "Engine::run", 0.0, 1.0),
+    ...           Event("IPU0", "forward", "forward", 1.0, 4.0, ipu=0)]
+    >>> m = timeline_metrics(events, [0, 1], engine_runs=1, iterations=1, samples=8)
+    >>> m.makespan, m.utilisation, m.bubble_fraction, m.samples_per_second, m.peak_in_flight
+    (4.0, {0: 0.75, 1: 0.0}, 0.625, 2.0, {0: 1, 1: 0})
+    """
+    if makespan is None:
+        makespan = max((e.end for e in events), default=0.0)
     busy: Dict[int, Dict[str, float]] = {ipu: {} for ipu in ipus}
     host_time = 0.0
     for e in events:
@@ -666,53 +714,38 @@ def busy_time(events: Iterable[Event],
         else:
             by_kind = busy[e.ipu]
             by_kind[e.kind] = by_kind.get(e.kind, 0.0) + (e.end - e.start)
-    return busy, host_time
-
-
-def compute_metrics(
-    events: Sequence[Event],
-    lanes: Sequence[str],
-    runs: Sequence[EngineRun],
-    target: IPUTarget,
-    batch_size: Optional[int] = None,
-) -> Metrics:
-    """Metrics of a non-pipelined timeline (one step in flight per IPU at a time)."""
-    makespan = max((e.end for e in events), default=0.0)
-    ipus = [ipu_of_lane(lane) for lane in lanes if ipu_of_lane(lane) is not None]
-    busy, host_time = busy_time(events, ipus)
-
-    utilisation = {
-        ipu: (sum(t for k, t in kinds.items() if k in COMPUTE_KINDS) / makespan if makespan else 0.0)
-        for ipu, kinds in busy.items()
-    }
-    peak_memory = {ipu: 0 for ipu in ipus}
-    for run in runs:
-        layout = IPULayout.of(run)
-        per_ipu = resident_bytes(run.step_cost) // layout.shards
-        for i in range(layout.num_ipus):
-            peak_memory[i] = max(peak_memory[i], per_ipu)
-
-    samples = None
-    samples_per_second = None
-    if batch_size is not None:
-        samples = sum(batch_size * run.iterations * max(1, run.replicas) for run in runs)
-        samples_per_second = samples / makespan if makespan > 0 else 0.0
-
-    metrics = Metrics(
+    compute = {ipu: sum(t for kind, t in kinds.items() if kind in COMPUTE_KINDS)
+               for ipu, kinds in busy.items()}
+    # Idle over total from exact sums, not 1 - mean utilisation: with unit costs this is the
+    # textbook fraction exactly.  No time at all is all bubble (every utilisation is 0).
+    capacity = makespan * len(compute)
+    if capacity > 0:
+        bubble = (capacity - sum(compute.values())) / capacity
+    else:
+        bubble = 1.0 if compute else 0.0
+    memory = peak_memory_bytes if peak_memory_bytes is not None else {}
+    if out_of_memory is None:
+        out_of_memory = ({ipu: b > sram_bytes_per_chip for ipu, b in memory.items()}
+                         if sram_bytes_per_chip is not None else {})
+    if peak_in_flight is None:
+        peak_in_flight = {ipu: int(any(k in COMPUTE_KINDS for k in kinds))
+                          for ipu, kinds in busy.items()}
+    return Metrics(
         makespan=makespan,
-        engine_runs=len(runs),
-        iterations=sum(run.iterations for run in runs),
-        utilisation=utilisation,
+        engine_runs=engine_runs,
+        iterations=iterations,
+        utilisation={ipu: (t / makespan if makespan > 0 else 0.0) for ipu, t in compute.items()},
         busy_time_by_kind=busy,
         host_overhead_time=host_time,
         stream_copy_time=max((k.get("stream_copy", 0.0) for k in busy.values()), default=0.0),
         samples=samples,
-        samples_per_second=samples_per_second,
-        peak_in_flight={
-            ipu: int(any(k in COMPUTE_KINDS for k in kinds)) for ipu, kinds in busy.items()
-        },
-        peak_memory_bytes=peak_memory,
-        out_of_memory={ipu: b > target.sram_bytes_per_chip for ipu, b in peak_memory.items()},
+        samples_per_second=(None if samples is None
+                            else samples / makespan if makespan > 0 else 0.0),
+        bubble_fraction=bubble,
+        peak_in_flight=peak_in_flight,
+        peak_memory_bytes=memory,
+        out_of_memory=out_of_memory,
+        clock=clock,
+        effective_batch_size=effective_batch_size,
+        out_of_memory_messages=list(out_of_memory_messages),
     )
-    metrics.bubble_fraction = 1.0 - metrics.mean_utilisation if ipus else 0.0
-    return metrics

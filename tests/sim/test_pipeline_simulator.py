@@ -275,6 +275,41 @@ def test_samples_per_second_counts_replicas_batch_gac_and_repeats():
         768 / timeline.metrics.makespan)
 
 
+
+@pytest.mark.parametrize("name, kwargs", [
+    ("grouped", dict(replicas=2, repeat_count=2, batch_size=8)),
+    ("1f1b", dict(offload_weights=True, offload_activations=True, recompute=True)),
+    ("zero-bubble", dict(unit_cost=True)),
+])
+def test_metrics_are_the_sums_of_the_events(name, kwargs):
+    timeline = simulate_pipeline(balanced_stages(4), name, 8, **kwargs)
+    m = timeline.metrics
+    assert m.makespan == max(e.end for e in timeline.events)
+    busy = defaultdict(Counter)
+    for e in timeline.events:
+        busy[e.lane][e.kind] += e.duration
+    ipu_lanes = [lane for lane in timeline.lanes if lane != "host"]
+    assert sorted(m.utilisation) == sorted(m.busy_time_by_kind) == list(range(len(ipu_lanes)))
+    compute = {}
+    for lane in ipu_lanes:
+        ipu = int(lane[3:])
+        compute[ipu] = sum(t for kind, t in busy[lane].items() if kind in COMPUTE_KINDS)
+        assert m.utilisation[ipu] == pytest.approx(compute[ipu] / m.makespan)
+        for kind, seconds in busy[lane].items():
+            assert m.busy_time_by_kind[ipu][kind] == pytest.approx(seconds)
+    idle = sum(m.makespan - t for t in compute.values())
+    assert m.bubble_fraction == pytest.approx(idle / (m.makespan * len(compute)))
+    assert m.host_overhead_time == pytest.approx(sum(busy["host"].values()))
+    assert m.stream_copy_time == pytest.approx(
+        max(busy[lane]["stream_copy"] for lane in ipu_lanes))
+    passes = kwargs.get("repeat_count", 1)
+    assert (m.engine_runs, m.iterations) == (1, 8 * passes)
+    if "batch_size" in kwargs:
+        samples = kwargs.get("replicas", 1) * kwargs["batch_size"] * 8 * passes
+        assert m.samples_per_second == pytest.approx(samples / m.makespan)
+    else:
+        assert m.samples is m.samples_per_second is m.effective_batch_size is None
+
 # --- memory ------------------------------------------------------------------------------
 
 

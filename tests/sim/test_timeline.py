@@ -276,3 +276,27 @@ def test_two_thousand_engine_runs_simulate_fast():
     elapsed = time.perf_counter() - started  # host wall time of the simulator itself
     assert len(timeline.events) == 2000 * 8
     assert elapsed < 1.0
+
+
+def test_joined_runs_metrics_are_the_sums_of_their_events_and_the_peaks_of_their_runs():
+    from ipu_emulator.sim.pipeline_simulator import simulate_pipeline, unit_stages
+    from ipu_emulator.sim.recorded_runs import join_timelines
+
+    pipelined = simulate_pipeline(unit_stages(2), "grouped", 4, batch_size=8)
+    single = simulate_engine_runs([EngineRun("train", 3, STEP)], batch_size=8)
+    joined = join_timelines([pipelined, single, pipelined])
+    m = joined.metrics
+    assert m.makespan == pytest.approx(2 * pipelined.metrics.makespan + single.metrics.makespan)
+    for ipu in (0, 1):
+        compute = sum(e.duration for e in joined.events
+                      if e.ipu == ipu and e.kind in COMPUTE_KINDS)
+        assert m.utilisation[ipu] == pytest.approx(compute / m.makespan)
+    assert m.host_overhead_time == pytest.approx(
+        sum(e.duration for e in joined.events if e.ipu is None))
+    assert m.samples == 2 * pipelined.metrics.samples + single.metrics.samples
+    assert m.samples_per_second == pytest.approx(m.samples / m.makespan)
+    assert (m.engine_runs, m.iterations) == (3, 4 + 3 + 4)
+    assert m.peak_memory_bytes == {
+        ipu: max(t.metrics.peak_memory_bytes.get(ipu, 0) for t in (pipelined, single))
+        for ipu in (0, 1)}
+    assert m.peak_in_flight == pipelined.metrics.peak_in_flight
