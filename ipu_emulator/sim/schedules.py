@@ -402,13 +402,30 @@ def _micro_batch_rounds(micro_batches: int, ipus: int) -> List[range]:
     return rounds
 
 
+def zero_bubble_order(stage: int, num_stages: int, micro_batches: int) -> List[Action]:
+    """Stage ``stage``'s ZB-H1 order: 1F1B's forwards and input-gradient backwards (``B``),
+    each weight gradient (``W``) ``stage`` micro-batches late; the late ``W``s fill the
+    cool-down."""
+    warmup = min(num_stages - stage, micro_batches)
+    order = [F(stage, m) for m in range(warmup)]
+    for m in range(micro_batches):
+        order.append(B(stage, m))
+        if m >= stage:
+            order.append(W(stage, m - stage))
+        if warmup + m < micro_batches:
+            order.append(F(stage, warmup + m))
+    order += [W(stage, m) for m in range(max(0, micro_batches - stage), micro_batches)]
+    return order
+
+
 def zero_bubble(num_stages: int, micro_batches: int, device_mapping=None,
                 training: bool = True) -> Schedule:
-    """ZB-H1: backward split into ``B`` (input gradient) and ``W`` (weight gradient).
-
-    Greedy, per IPU whenever it is free (costs F=1, B=W=1/2): a ready ``B`` first; else the
-    next forward if its input has arrived and the stage holds fewer than ``S`` micro-batches
-    (a micro-batch is held from its ``F`` to its ``W``); else the oldest pending ``W``.
+    """ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", 2024): the backward pass split
+    into ``B`` (input gradient, on the critical path) and ``W`` (weight gradient, free to
+    move).  Forwards and ``B``s keep 1F1B's order; stage ``k`` runs each ``W`` ``k``
+    micro-batches late, so every stage holds at most ``S`` micro-batches (1F1B's peak, on its
+    first stage), and the late ``W``s fill the cool-down's bubbles.  The bubble shrinks from
+    1F1B's ``(S-1)(T_F + T_B + T_W)`` to ``(S-1)(T_F + T_B - T_W)``.
 
     >>> format_actions(zero_bubble(2, 3).ipu_actions[1])
     '1F0 1B0 1F1 1B1 1W0 1F2 1B2 1W1 1W2 1U'
@@ -418,51 +435,8 @@ def zero_bubble(num_stages: int, micro_batches: int, device_mapping=None,
     if not training:
         return _renamed(gpipe(num_stages, micro_batches, device_mapping, training=False),
                         "zero-bubble")
-    n = num_stages
-    finished: Dict[Action, float] = {}
-    next_forward = [0] * n
-    next_backward = [0] * n
-    held = [0] * n
-    pending_w: List[List[int]] = [[] for _ in range(n)]
-    stages_of: Dict[int, List[int]] = {}
-    for stage, ipu in enumerate(mapping):
-        stages_of.setdefault(ipu, []).append(stage)
-    limit = n  # 1F1B's peak (stage 0 holds S micro-batches): ZB-H1 uses no more memory
-
-    def pick(ipu: int, now: float) -> Optional[Action]:
-        stages = stages_of[ipu]
-        for k in reversed(stages):  # backward first: it is on the critical path
-            m = next_backward[k]
-            if (m < next_forward[k] and (k, FORWARD, m) in finished
-                    and (k == n - 1 or (k + 1, BACKWARD, m) in finished)):
-                next_backward[k] += 1
-                pending_w[k].append(m)
-                return B(k, m)
-        for k in stages:
-            m = next_forward[k]
-            if m < m_count and held[k] < limit and (k == 0 or (k - 1, FORWARD, m) in finished):
-                next_forward[k] += 1
-                held[k] += 1
-                return F(k, m)
-        for k in stages:
-            if pending_w[k]:
-                m = pending_w[k].pop(0)
-                return W(k, m)
-        return None
-
-    def duration(a: Action) -> float:
-        if a.kind == WEIGHT_GRAD:
-            # The micro-batch is released when this W ends; counting it now is the same,
-            # because the count only gates forwards of this stage, which must wait for the
-            # IPU to finish the W anyway.
-            held[a.stage] -= 1
-        return 1.0 if a.kind == FORWARD else 0.5
-
-    per_ipu = _list_schedule(mapping, n, 3 * n * m_count, pick, finished, duration)
-    for ipu in range(len(per_ipu)):
-        per_ipu[ipu] += _weight_updates(stages_of.get(ipu, []))
-    return Schedule("zero-bubble", n, m_count, mapping, tuple(tuple(o) for o in per_ipu),
-                    None, training)
+    orders = [zero_bubble_order(k, num_stages, m_count) for k in range(num_stages)]
+    return _from_stage_orders("zero-bubble", orders, mapping, m_count, training)
 
 
 # --- registry -------------------------------------------------------------------------

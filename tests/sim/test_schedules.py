@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ipu_emulator.sim import schedules as S
+from ipu_emulator.sim.pipeline_simulator import simulate_pipeline, unit_stages
 from ipu_emulator.sim.schedules import (Action, B, DeadlockError, F, InvalidScheduleError,
                                     PipelineConfigurationError, R, Schedule, U, W)
 
@@ -361,3 +362,32 @@ def test_interleaved_1f1b_is_megatrons_order(micro_batches):
     assert schedule.device_mapping == (0, 1, 0, 1)
     assert tuple(S.format_actions(actions) for actions in schedule.ipu_actions) \
         == MEGATRON_P2_V2[micro_batches]
+
+
+# --- zero-bubble against ZB-H1's definition, written out by hand -----------------------------
+# Qi et al. (2024), "Zero Bubble Pipeline Parallelism": 1F1B's order of forwards and input
+# gradients (B); stage k runs each weight gradient (W) k micro-batches late, so every stage
+# holds at most S micro-batches; the late Ws fill the cool-down.
+
+ZB_H1_S3_M4 = (
+    "0F0 0F1 0F2 0B0 0W0 0F3 0B1 0W1 0B2 0W2 0B3 0W3 0U",
+    "1F0 1F1 1B0 1F2 1B1 1W0 1F3 1B2 1W1 1B3 1W2 1W3 1U",
+    "2F0 2B0 2F1 2B1 2F2 2B2 2W0 2F3 2B3 2W1 2W2 2W3 2U",
+)
+
+
+def test_zero_bubble_is_zb_h1s_order():
+    schedule = S.zero_bubble(3, 4)
+    assert tuple(S.format_actions(actions) for actions in schedule.ipu_actions) == ZB_H1_S3_M4
+
+
+@pytest.mark.parametrize("stages, micro_batches", [(2, 3), (3, 4), (4, 4), (4, 8), (5, 12)])
+def test_zero_bubble_reaches_zb_h1s_bubble_and_holds_s_micro_batches(stages, micro_batches):
+    # Unit costs: F = 1, B = W = 1/2.  ZB-H1's bubble is (S-1)(T_F + T_B - T_W) = S - 1, so a
+    # pass takes M(T_F + T_B + T_W) + S - 1 = 2M + S - 1 units; 1F1B's takes 2(M + S - 1).
+    timeline = simulate_pipeline(unit_stages(stages), "zero-bubble", micro_batches,
+                                 unit_cost=True)
+    assert timeline.metrics.makespan == 2 * micro_batches + stages - 1
+    # (checked against the events by tests/sim/test_metrics_by_hand.py)
+    assert timeline.metrics.peak_in_flight == {k: min(stages, micro_batches)
+                                               for k in range(stages)}
