@@ -72,9 +72,10 @@ def _check_shards(program) -> None:
     mismatch = replication.shard_mismatch_message(num_ipus, num_shards)
     if mismatch:
         raise tf.errors.InternalError(None, None, mismatch)
-    if num_ipus // num_shards > 1:
+    factor = replication.replication_factor(num_ipus, num_shards)
+    if factor > 1:
         _logger.info("Automatically replicating the TensorFlow model by a factor of %d.",
-                     num_ipus // num_shards)
+                     factor)
 
 
 def _check_pipeline_counts(program) -> None:

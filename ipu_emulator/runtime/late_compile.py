@@ -38,9 +38,9 @@ def _device_replication_factor(program):
     except tf.errors.InvalidArgumentError:
         return None
     num_shards = shards.num_shards(program)
-    if num_ipus % num_shards:
+    if replication.shard_mismatch_message(num_ipus, num_shards):
         return None
-    return num_ipus // num_shards
+    return replication.replication_factor(num_ipus, num_shards)
 
 
 def needs_rebuild(program) -> bool:

@@ -35,7 +35,7 @@ import tensorflow as tf
 from tensorflow.python.client import session as tf_session
 
 from ipu_emulator.runtime import configured_system
-from ipu_emulator.sim import hardware
+from . import replication
 
 SHARDING_ATTR = "_XlaSharding"
 
@@ -342,9 +342,7 @@ def program_shard_indices(program):
 def num_shards(program):
     """``next power of two >= max shard index + 1`` (1 when nothing is sharded)."""
     indices = program_shard_indices(program)
-    if not indices:
-        return 1
-    return hardware.next_power_of_two(max(indices) + 1)
+    return replication.num_shards_for(max(indices) if indices else None)
 
 
 def shard_ops(program):
