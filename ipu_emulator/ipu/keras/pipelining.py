@@ -388,11 +388,7 @@ def plan(model, steps_per_execution, training):
     mapping = options["device_mapping"]
     mapping = list(range(num_stages)) if mapping is None else list(mapping)
     # What ``pipelining_ops.pipeline`` checks when Keras builds the pipeline (6.3).
-    if num_stages < 2:
-        raise ValueError("Pipeline requires at least two computational stages.")
-    if len(mapping) != num_stages:
-        raise ValueError("Each stage must be mapped to an IPU: %d mappings != %d stages"
-                         % (len(mapping), num_stages))
+    pipelining_ops._check_device_mapping(num_stages, mapping)  # pylint: disable=protected-access
     if any(ipu < 0 for ipu in mapping):
         raise ValueError("Expected `device_mapping` to be a list of integers.")
     for what in ("forward_propagation_stages_poplar_options",
@@ -432,13 +428,11 @@ def _schedule(kwargs):
     schedule = kwargs.get("pipeline_schedule")
     if schedule is None:
         schedule = pipelining_ops.PipelineSchedule.Grouped
-    if not isinstance(schedule, pipelining_ops.PipelineSchedule):
-        raise TypeError("The given pipeline_schedule is not a member of the PipelineSchedule "
-                        "enumeration.")
+    check_member = pipelining_ops._check_member  # pylint: disable=protected-access
+    check_member(schedule, pipelining_ops.PipelineSchedule, "pipeline_schedule")
     mode = kwargs.get("recomputation_mode")
-    if mode is not None and not isinstance(mode, pipelining_ops.RecomputationMode):
-        raise TypeError("The given recomputation_mode is not a member of the "
-                        "RecomputationMode enumeration.")
+    if mode is not None:
+        check_member(mode, pipelining_ops.RecomputationMode, "recomputation_mode")
     return schedule.name.lower()
 
 

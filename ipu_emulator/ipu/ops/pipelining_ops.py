@@ -204,17 +204,13 @@ def pipeline(computational_stages, gradient_accumulation_count=None,
     if pipeline_schedule is None:
         pipeline_schedule = (PipelineSchedule.Sequential if batch_serialization_iterations > 1
                              else PipelineSchedule.Grouped)
-    if not isinstance(pipeline_schedule, PipelineSchedule):
-        raise TypeError("The given pipeline_schedule is not a member of the "
-                        "PipelineSchedule enumeration.")
+    _check_member(pipeline_schedule, PipelineSchedule, "pipeline_schedule")
     if batch_serialization_iterations > 1 and pipeline_schedule != PipelineSchedule.Sequential:
         raise NotImplementedError(
             "Batch serialization is only supported with the `Sequential` schedule.")
     if recomputation_mode is None:
         recomputation_mode = RecomputationMode.Auto
-    if not isinstance(recomputation_mode, RecomputationMode):
-        raise TypeError("The given recomputation_mode is not a member of the "
-                        "RecomputationMode enumeration.")
+    _check_member(recomputation_mode, RecomputationMode, "recomputation_mode")
     # 6.-9. stages, feeds and the device mapping
     if not isinstance(computational_stages, (list, tuple)):
         raise TypeError("computational_stages argument needs to be a list or a tuple.")
@@ -227,13 +223,7 @@ def pipeline(computational_stages, gradient_accumulation_count=None,
     if outfeed_queue is not None and not isinstance(outfeed_queue,
                                                     ipu_outfeed_queue.IPUOutfeedQueue):
         raise TypeError("outfeed_queue is not an instance of ipu_outfeed_queue.IPUOutfeedQueue")
-    if len(computational_stages) < 2:
-        raise ValueError("Pipeline requires at least two computational stages.")
-    if not isinstance(device_mapping, (list, tuple)):
-        raise TypeError("device_mapping argument needs to be a list or a tuple.")
-    if len(device_mapping) != len(computational_stages):
-        raise ValueError("Each stage must be mapped to an IPU: %d mappings != %d stages"
-                         % (len(device_mapping), len(computational_stages)))
+    _check_device_mapping(len(computational_stages), device_mapping)
     training = optimizer_function is not None
     all_ipus = [ipu for entry in device_mapping for ipu in _stage_ipus(entry)]
     # 10.-11. schedule restrictions
@@ -327,6 +317,24 @@ def _pipeline_inputs(inputs):
                                          else value)
         converted.append(tf.convert_to_tensor(value))
     return converted
+
+
+def _check_member(value, enumeration, what):
+    """``value`` (the argument ``what``) must be a member of ``enumeration``."""
+    if not isinstance(value, enumeration):
+        raise TypeError("The given %s is not a member of the %s enumeration."
+                        % (what, enumeration.__name__))
+
+
+def _check_device_mapping(num_stages, device_mapping):
+    """At least two stages, and one ``device_mapping`` entry for each."""
+    if num_stages < 2:
+        raise ValueError("Pipeline requires at least two computational stages.")
+    if not isinstance(device_mapping, (list, tuple)):
+        raise TypeError("device_mapping argument needs to be a list or a tuple.")
+    if len(device_mapping) != num_stages:
+        raise ValueError("Each stage must be mapped to an IPU: %d mappings != %d stages"
+                         % (len(device_mapping), num_stages))
 
 
 def _check_stage_options(options, what, num_stages):
