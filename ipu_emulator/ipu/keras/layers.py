@@ -8,6 +8,7 @@ emulated: they import, and raise ``NotImplementedError`` when created.
 import tensorflow as tf
 
 from ipu_emulator.compat import unsupported
+from ipu_emulator.ipu.ops.math_ops import check_serialization_factor
 
 _SDK = "tensorflow.python.ipu.keras.layers"
 
@@ -18,9 +19,7 @@ class Embedding(tf.keras.layers.Embedding):
     """Keras ``Embedding`` accepting the IPU's ``serialization_factor``."""
 
     def __init__(self, input_dim, output_dim, serialization_factor=1, **kwargs):
-        if serialization_factor < 1:
-            raise ValueError("serialization_factor has to be at least 1, but was {}.".format(
-                serialization_factor))
+        check_serialization_factor(serialization_factor)
         super().__init__(input_dim, output_dim, **kwargs)
 
 

@@ -7,15 +7,14 @@ memory and streamed to the IPU, are not emulated.
 import tensorflow as tf
 
 from ipu_emulator.compat import unsupported
+from .math_ops import check_serialization_factor
 
 _SDK = "tensorflow.python.ipu.embedding_ops"
 
 
 def embedding_lookup(params, ids, name=None, serialization_factor=1):
     """Rows ``ids`` of ``params`` (``tf.gather`` on axis 0)."""
-    if serialization_factor < 1:
-        raise ValueError("serialization_factor has to be at least 1, but was {}.".format(
-            serialization_factor))
+    check_serialization_factor(serialization_factor)
     return tf.gather(params, ids, name=name)
 
 

@@ -3,6 +3,14 @@ memory.  Slicing does not change the product, so the emulator computes ``tf.matm
 import tensorflow as tf
 
 
+def check_serialization_factor(serialization_factor):
+    """The slices an op is serialized into (``serialized_matmul``, embedding lookups and
+    layers): at least 1."""
+    if serialization_factor < 1:
+        raise ValueError("serialization_factor has to be at least 1, but was {}.".format(
+            serialization_factor))
+
+
 def serialized_matmul(a, b, serialization_factor, serialization_dimension,
                       transpose_a=False, transpose_b=False, name=None):
     """``a @ b`` (after the transposes); ``serialization_dimension`` is checked as the SDK
@@ -11,9 +19,7 @@ def serialized_matmul(a, b, serialization_factor, serialization_dimension,
     if serialization_dimension not in dimensions:
         raise ValueError("Invalid serialization_dimension={}, expected one of: {}".format(
             serialization_dimension, ", ".join(dimensions)))
-    if serialization_factor < 1:
-        raise ValueError("serialization_factor has to be at least 1, but was {}.".format(
-            serialization_factor))
+    check_serialization_factor(serialization_factor)
     return tf.matmul(a, b, transpose_a=transpose_a, transpose_b=transpose_b, name=name)
 
 
