@@ -268,6 +268,8 @@ class _IPUEstimatorBase:
         return params
 
     def _validate_steps(self, steps, name="steps"):
+        if steps is not None and steps <= 0:
+            raise ValueError("Must specify {} > 0, given: {}".format(name, steps))
         if steps is not None and steps % self._iterations_per_loop != 0:
             raise ValueError("{} ({}) must be a multiple of iterations_per_loop ({})".format(
                 name, steps, self._iterations_per_loop))
@@ -354,10 +356,6 @@ class _IPUEstimatorBase:
         ``iterations_per_loop`` steps.  Returns ``self``."""
         if steps is not None and max_steps is not None:
             raise ValueError("Can not provide both steps and max_steps.")
-        if steps is not None and steps <= 0:
-            raise ValueError("Must specify steps > 0, given: {}".format(steps))
-        if max_steps is not None and max_steps <= 0:
-            raise ValueError("Must specify max_steps > 0, given: {}".format(max_steps))
         self._validate_steps(steps)
         self._validate_steps(max_steps, "max_steps")
         hooks = support.check_hooks(hooks)
@@ -440,8 +438,6 @@ class _IPUEstimatorBase:
         """Evaluate ``steps`` steps (all of the dataset if None); returns the metrics dict,
         including ``loss`` (mean over the steps) and ``global_step``."""
         del name  # no evaluation summaries are written
-        if steps is not None and steps <= 0:
-            raise ValueError("Must specify steps > 0, given: {}".format(steps))
         self._validate_steps(steps)
         hooks = support.check_hooks(hooks)
         with self._restored_session(input_fn, ModeKeys.EVAL, hooks, checkpoint_path) as opened:

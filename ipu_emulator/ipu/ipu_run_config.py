@@ -103,6 +103,8 @@ def _check_ipu_options(ipu_options, num_replicas, num_shards, ordinal):
 # --------------------------------------------------------------------------------------
 
 _USE_DEFAULT = object()
+_BOTH_SAVE_CHECKPOINTS_MESSAGE = (
+    "save_checkpoints_steps and save_checkpoints_secs cannot be both set.")
 
 # Properties ``replace`` may change, as in tf.estimator.RunConfig.
 _REPLACEABLE = (
@@ -149,8 +151,7 @@ class RunConfig:
         elif save_checkpoints_steps is _USE_DEFAULT:
             save_checkpoints_steps = None
         elif save_checkpoints_steps is not None and save_checkpoints_secs is not None:
-            raise ValueError(
-                "save_checkpoints_steps and save_checkpoints_secs cannot be both set.")
+            raise ValueError(_BOTH_SAVE_CHECKPOINTS_MESSAGE)
         self._ipu_run_config = ipu_run_config if ipu_run_config is not None else IPURunConfig()
         if not isinstance(self._ipu_run_config, IPURunConfig):
             raise TypeError("`ipu_run_config` must be an IPURunConfig, but it is {}".format(
@@ -252,8 +253,7 @@ class RunConfig:
         if ("save_checkpoints_steps" in kwargs and "save_checkpoints_secs" in kwargs
                 and new._save_checkpoints_steps is not None
                 and new._save_checkpoints_secs is not None):
-            raise ValueError(
-                "save_checkpoints_steps and save_checkpoints_secs cannot be both set.")
+            raise ValueError(_BOTH_SAVE_CHECKPOINTS_MESSAGE)
         if "save_checkpoints_steps" in kwargs and "save_checkpoints_secs" not in kwargs \
                 and new._save_checkpoints_steps is not None:
             new._save_checkpoints_secs = None
