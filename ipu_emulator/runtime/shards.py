@@ -101,25 +101,35 @@ def current_shard_indices():
     return stack[-1] if stack else None
 
 
-class shard_context:  # pylint: disable=invalid-name
+class _Pushed:
+    """A context that pushes ``value`` on this thread's stack ``_state.<stack>`` while it
+    is entered (the innermost entry is the stack's last item)."""
+
+    def __init__(self, stack, value):
+        self._stack, self._value = stack, value
+
+    def __enter__(self):
+        stack = getattr(_state, self._stack, None)
+        if stack is None:
+            stack = []
+            setattr(_state, self._stack, stack)
+        stack.append(self._value)
+        return self
+
+    def __exit__(self, *exc):
+        getattr(_state, self._stack).pop()
+        return False
+
+
+class shard_context(_Pushed):  # pylint: disable=invalid-name
     """Ops created inside are tagged with ``indices`` (used by ``ipu_shard`` and pipelines)."""
 
     def __init__(self, indices):
         self.indices = list(indices)
-
-    def __enter__(self):
-        stack = getattr(_state, "shards", None)
-        if stack is None:
-            stack = _state.shards = []
-        stack.append(self.indices)
-        return self
-
-    def __exit__(self, *exc):
-        _state.shards.pop()
-        return False
+        super().__init__("shards", self.indices)
 
 
-class replica_devices:  # pylint: disable=invalid-name
+class replica_devices(_Pushed):  # pylint: disable=invalid-name
     """Ops placed inside run on the IPUs of one replica: shard ``k`` goes to IPU
     ``first_ipu + k`` of the device (replica ``r`` of a program with ``S`` shards starts at
     ``r * S``, the layout of the SDK's replicas and of the simulator's lanes).  The sharding
@@ -127,17 +137,7 @@ class replica_devices:  # pylint: disable=invalid-name
 
     def __init__(self, first_ipu):
         self.first_ipu = int(first_ipu)
-
-    def __enter__(self):
-        stack = getattr(_state, "replica_ipus", None)
-        if stack is None:
-            stack = _state.replica_ipus = []
-        stack.append(self.first_ipu)
-        return self
-
-    def __exit__(self, *exc):
-        _state.replica_ipus.pop()
-        return False
+        super().__init__("replica_ipus", self.first_ipu)
 
 
 def _replica_first_ipu():
