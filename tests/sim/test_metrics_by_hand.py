@@ -157,3 +157,16 @@ def test_uneven_stages_utilisation_and_bubble_match_the_events(schedule, options
         assert any(e.kind == "recompute" for e in timeline.events)
         plain = simulate_pipeline(TUTORIAL_STAGES, schedule, 16, batch_size=32)
         assert compute["IPU0"] > compute_time_by_hand(plain, "IPU0")
+
+
+def test_joined_engine_runs_follow_one_another_on_one_clock():
+    from ipu_emulator.sim.recorded_runs import join_timelines
+    first = simulate_pipeline(unit_stages(2), "gpipe", 4, unit_cost=True)
+    second = simulate_pipeline(unit_stages(2), "1f1b", 6, unit_cost=True)
+    joined = join_timelines([first, second])
+    assert joined.engine_run_spans == [(0.0, 10.0), (10.0, 24.0)]   # 2(M + S - 1) each
+    later = [e for e in joined.events if e.engine_run == 1]
+    assert len(later) == len(second.events)
+    assert min(e.start for e in later) == 10.0
+    assert makespan_by_hand(joined) == joined.metrics.makespan == 24.0
+    check_utilisation_and_bubble(joined)

@@ -391,3 +391,13 @@ def test_zero_bubble_reaches_zb_h1s_bubble_and_holds_s_micro_batches(stages, mic
     # (checked against the events by tests/sim/test_metrics_by_hand.py)
     assert timeline.metrics.peak_in_flight == {k: min(stages, micro_batches)
                                                for k in range(stages)}
+
+
+@pytest.mark.parametrize("schedule, stages, overlap", [("grouped", 3, 6), ("interleaved", 4, 4),
+                                                       ("sequential", 3, 1)])
+def test_the_accumulation_count_must_reach_the_overlap(schedule, stages, overlap):
+    assert S.check_gradient_accumulation_count(schedule, stages, overlap) == overlap
+    # 0 is a multiple of every overlap, so only the "at least" rule refuses it.
+    with pytest.raises(PipelineConfigurationError,
+                       match=f"must be at least {overlap}, but it is 0"):
+        S.check_gradient_accumulation_count(schedule, stages, 0)

@@ -121,6 +121,8 @@ def test_format_seconds():
     assert format_seconds(0.0123) == "12.3 ms"
     assert format_seconds(2.5) == "2.5 s"
     assert format_seconds(4e-6) == "4 µs"
+    assert format_seconds(5e-4) == "500 µs"      # under a millisecond stays in µs
+    assert format_seconds(1e-3) == "1 ms"
 
 
 def test_chrome_trace_round_trips_with_metadata():
@@ -196,3 +198,11 @@ def test_simulator_and_views_do_not_import_tensorflow():
     """)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_summary_table_prints_each_ipus_utilisation_as_a_percentage():
+    timeline = sharded()
+    text = summary_table(timeline)
+    for ipu, utilisation in timeline.metrics.utilisation.items():
+        row = next(line for line in text.splitlines() if line.strip().startswith(f"IPU{ipu} "))
+        assert f"{100 * utilisation:.2f} %" in row
