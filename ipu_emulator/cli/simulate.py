@@ -124,17 +124,18 @@ def simulate(options):
     """``(schedule, timeline)`` for parsed options; raises on invalid input."""
     stages = stage_costs_for(options)
     training = not options.inference
+    # Built once, with the SDK's checks; the simulator takes the built schedule as it is.
+    schedule = schedules.build_checked_schedule(
+        options.schedule, len(stages), options.micro_batches, options.device_mapping, training,
+        options.recompute, options.stages_per_ipu)
     timeline = pipeline_simulator.simulate_pipeline(
-        stages, options.schedule, options.micro_batches, repeat_count=options.repeat_count,
+        stages, schedule, options.micro_batches, repeat_count=options.repeat_count,
         replicas=options.replicas, target=options.ipu_version,
         batch_size=(options.batch_size or DEFAULT_BATCH_SIZE) if options.model else None,
-        device_mapping=options.device_mapping, training=training, recompute=options.recompute,
+        training=training, recompute=options.recompute,
         offload_weights=options.offload_weights, offload_activations=options.offload_activations,
         accumulation_dtype_bytes=ACCUMULATION_DTYPES[options.accumulation_dtype],
-        unit_cost=options.unit_cost, stages_per_ipu=options.stages_per_ipu)
-    schedule = schedules.build_schedule(
-        options.schedule, len(stages), options.micro_batches, options.device_mapping, training,
-        options.recompute, options.stages_per_ipu, check=False)
+        unit_cost=options.unit_cost)
     return schedule, timeline
 
 

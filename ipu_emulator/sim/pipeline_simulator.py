@@ -220,13 +220,9 @@ def _plan(settings: _PipelineSimulationSettings) -> _Plan:
         built = _prebuilt_schedule(settings.schedule, len(stages), gac, training,
                                    settings.recompute)
     else:
-        sched.check_device_mapping(len(stages), mapping)
-        name = sched.normalise_schedule_name(settings.schedule)
-        if name == "interleaved":  # the SDK's Python-side check comes before compilation
-            sched.check_interleaved_mapping(len(stages), mapping, training)
-        sched.check_gradient_accumulation_count(name, len(stages), gac, training, mapping)
-        built = sched.build_schedule(name, len(stages), gac, mapping, training,
-                                     settings.recompute, settings.stages_per_ipu, check=False)
+        built = sched.build_checked_schedule(settings.schedule, len(stages), gac, mapping,
+                                             training, settings.recompute,
+                                             settings.stages_per_ipu)
     split, recomputed = set(), set()
     for k, kind, m in built.actions():
         if kind == WEIGHT_GRAD:

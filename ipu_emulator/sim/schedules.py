@@ -477,6 +477,28 @@ def build_schedule(schedule, num_stages: int, micro_batches: int, device_mapping
     return built
 
 
+def build_checked_schedule(schedule, num_stages: int, micro_batches, device_mapping=None,
+                           training: bool = True, recompute: bool = False,
+                           stages_per_ipu: int = 2) -> Schedule:
+    """``build_schedule`` after the SDK's own checks of the configuration, in the SDK's order:
+    the device mapping, Interleaved's one-stage-per-IPU rule (Python side), then the
+    gradient accumulation count (at compilation).  Raises ``PipelineConfigurationError``
+    with the SDK's message.
+
+    >>> build_checked_schedule("grouped", 3, 4)
+    Traceback (most recent call last):
+    ...
+    ipu_emulator.sim.schedule_rules.PipelineConfigurationError: The number of iterations of the pipeline must be a multiple of 6, but it is 4. ...
+    """
+    check_device_mapping(num_stages, device_mapping)
+    name = normalise_schedule_name(schedule)
+    if name == "interleaved":
+        check_interleaved_mapping(num_stages, device_mapping, training)
+    check_gradient_accumulation_count(name, num_stages, micro_batches, training, device_mapping)
+    return build_schedule(name, num_stages, micro_batches, device_mapping, training, recompute,
+                          stages_per_ipu, check=False)
+
+
 # --- recomputation --------------------------------------------------------------------
 
 
@@ -541,7 +563,7 @@ __all__ = [
     "ACTION_KINDS", "SCHEDULE_NAMES", "GRAPHCORE_SCHEDULES", "COMPARISON_SCHEDULES", "BUILDERS",
     "PipelineConfigurationError", "InvalidScheduleError", "DeadlockError",
     "parse_actions", "format_actions", "normalise_schedule_name", "check_device_mapping",
-    "check_interleaved_mapping",
+    "check_interleaved_mapping", "build_checked_schedule",
     "pipeline_overlap", "check_gradient_accumulation_count",
     "grouped", "interleaved", "sequential", "gpipe", "one_f_one_b", "one_f_one_b_order",
     "interleaved_one_f_one_b", "zero_bubble", "build_schedule", "with_recomputation",
