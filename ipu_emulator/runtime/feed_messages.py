@@ -9,6 +9,10 @@ INFEED_NOT_CREATED_MESSAGE = (
     "initialize the infeed_queue '{}' ?")
 NOT_ENQUEUED_MESSAGE = "Trying to dequeue an outfeed which has not been enqueued."
 ENQUEUED_TWICE_MESSAGE = "An outfeed can only be enqueued once."
+# The SDK aborts the process with this text (LOG(FATAL) in poplar_executor.cc); the emulator
+# raises it as an OutOfRangeError instead, in TF1 and TF2 alike (docs/fidelity.md).
+INFEED_OUT_OF_RANGE_MESSAGE = ("Infeed dataset iterator out of range. Are you trying to "
+                               "dequeue more elements than are in the dataset?")
 EMPTY_DIMENSION_MESSAGE = ("Detected an input tensor to an outfeed queue with a dimension of "
                            "size 0. Please remove it from the inputs.")
 

@@ -25,9 +25,6 @@ from ipu_emulator import record
 from ipu_emulator.runtime import configured_system
 from . import feed_messages, first_run, graph_costs, late_compile, model_parallel, programs
 
-_INFEED_OUT_OF_RANGE = ("Infeed dataset iterator out of range. Are you trying to dequeue "
-                        "more elements than are in the dataset?")
-
 _original_run = tf_session.BaseSession.run
 
 
@@ -189,7 +186,8 @@ def _translate(error, found):
             error.node_def, error.op,
             feed_messages.INFEED_NOT_CREATED_MESSAGE.format(infeeds[0].feed_id))
     if infeeds and isinstance(error, tf.errors.OutOfRangeError):
-        return tf.errors.OutOfRangeError(error.node_def, error.op, _INFEED_OUT_OF_RANGE)
+        return tf.errors.OutOfRangeError(error.node_def, error.op,
+                                         feed_messages.INFEED_OUT_OF_RANGE_MESSAGE)
     last_mode = [o for o in found.dequeued_outfeeds if o.outfeed_mode.value == "get_last"]
     if last_mode and isinstance(error, tf.errors.InvalidArgumentError) and "out of bounds" in text:
         return tf.errors.FailedPreconditionError(

@@ -27,7 +27,7 @@ from tensorflow.python.util import nest
 
 from ipu_emulator import record
 from ipu_emulator.record import ComputeCost
-from . import graph_costs
+from . import feed_messages, graph_costs
 
 # The attribute of a function graph listing the feeds its program uses.  Each feed (an
 # infeed iterator or an outfeed buffer) exposes ``moved()`` (elements moved so far),
@@ -241,7 +241,14 @@ def execute(info, fn, args=(), kwargs=None, iterations=None, infeed_bytes=None,
     given, returns the run to record instead (a pipelined Keras model adds its stages)."""
     kwargs = kwargs or {}
     started = time.perf_counter()
-    result = fn(*args, **kwargs)
+    try:
+        result = fn(*args, **kwargs)
+    except tf.errors.OutOfRangeError as error:
+        # TensorFlow's "End of sequence" from an infeed's iterator: the SDK's text instead.
+        if any(getattr(feed, "direction", None) == "in" for feed in info.feeds):
+            raise tf.errors.OutOfRangeError(
+                None, None, feed_messages.INFEED_OUT_OF_RANGE_MESSAGE) from error
+        raise
     host_seconds = time.perf_counter() - started
     if info.input_bytes is None:
         info.input_bytes, info.output_bytes = value_bytes((args, kwargs)), value_bytes(result)

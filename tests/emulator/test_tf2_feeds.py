@@ -198,3 +198,41 @@ def test_a_new_outfeed_in_a_later_trace_of_the_same_function():
     send(second, tf.constant(2.0))          # a second trace makes the second queue's buffer
     np.testing.assert_array_equal(first.dequeue().numpy(), [1.0, 1.0])
     assert float(second.dequeue()) == 2.0
+
+
+INFEED_OUT_OF_RANGE = ("Infeed dataset iterator out of range. Are you trying to dequeue more "
+                       "elements than are in the dataset?")
+
+
+def test_running_past_the_end_of_a_dataset_raises_the_sdks_error():
+    strategy = ipu_strategy.IPUStrategy()
+    data = tf.data.Dataset.from_tensor_slices(np.ones((3, 2), np.float32))   # 3 elements
+
+    @tf.function(experimental_compile=True)
+    def total(iterator, steps):
+        running = tf.constant(0.0)
+        for _ in tf.range(steps):
+            running += tf.reduce_sum(next(iterator))
+        return running
+    with strategy.scope():
+        iterator = iter(data)
+        assert float(strategy.run(total, args=(iterator, 2))) == 4.0
+        with pytest.raises(tf.errors.OutOfRangeError) as caught:
+            strategy.run(total, args=(iterator, 2))                   # only one is left
+    assert caught.value.message == INFEED_OUT_OF_RANGE
+
+
+def test_running_past_the_end_of_an_infeed_queue_raises_the_sdks_error():
+    strategy = ipu_strategy.IPUStrategy()
+    data = tf.data.Dataset.from_tensor_slices(np.arange(6, dtype=np.float32)).batch(
+        3, drop_remainder=True)                                       # 2 elements
+    infeed = ipu_infeed_queue.IPUInfeedQueue(data)
+    infeed.initializer  # pylint: disable=pointless-statement  (creates the iterator in TF2)
+
+    @tf.function
+    def total():
+        return loops.repeat(3, lambda running, x: running + tf.reduce_sum(x), [0.0], infeed)
+    with strategy.scope():
+        with pytest.raises(tf.errors.OutOfRangeError) as caught:
+            strategy.run(total)
+    assert caught.value.message == INFEED_OUT_OF_RANGE
