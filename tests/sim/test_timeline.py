@@ -116,8 +116,11 @@ def test_per_step_minus_looped_is_overheads_plus_saved_transfers(n):
     assert per_step.metrics.iterations == looped.metrics.iterations == n
 
 
-def test_tutorial3_ratio_with_calibrated_host():
+def test_tutorial3_ratio_is_consistent_with_its_calibration():
     # Tutorial 3: 23.8 s without feeds vs 14.6 s with 10 steps per execution (ratio 1.63).
+    # Calibration consistency, not an independent check: HostModel.tutorial3() was fitted to
+    # these two figures (hardware.calibrate_host_costs), so this pins that the timeline model
+    # reproduces its own calibration with compute and stream copies added.
     mnist_step = ComputeCost(forward_flops=2 * 32 * 784 * 128, backward_flops=4 * 32 * 784 * 128,
                              weight_update_flops=2 * 784 * 128)
     host = HostModel.tutorial3()
@@ -269,13 +272,14 @@ def test_no_overlaps_and_ordered_runs_for_any_run_sequence(runs, per_batch, targ
         assert 0.0 <= u <= 1.0 + 1e-12
 
 
-def test_two_thousand_engine_runs_simulate_fast():
+def test_two_thousand_engine_runs_simulate_without_hanging():
     runs = [EngineRun("train", 1, STEP, input_bytes=4096, output_bytes=4)] * 2000
     started = time.perf_counter()
     timeline = simulate_engine_runs(runs, batch_size=32)
-    elapsed = time.perf_counter() - started  # host wall time of the simulator itself
     assert len(timeline.events) == 2000 * 8
-    assert elapsed < 1.0
+    # A hang guard far above the ~0.05 s it takes, so load cannot flake it; bench/ measures
+    # the simulator's speed.
+    assert time.perf_counter() - started < 30.0
 
 
 def test_joined_runs_metrics_are_the_sums_of_their_events_and_the_peaks_of_their_runs():
