@@ -11,9 +11,11 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: lab test test-fast bench env clean-env
 
-# The pure layers (plain Python, no TensorFlow: pyproject.toml's import contracts keep them so).
-# Their docstring examples run as tests; test-fast runs them with their own tests.
-PURE_MODULES := ipu_emulator/sim ipu_emulator/views ipu_emulator/record.py widgets
+# The pure layers (plain Python, no TensorFlow: pyproject.toml's import contracts keep them so),
+# plus cli/profiling, the only other module with docstring examples.  Every docstring example
+# runs as a test; test-fast runs them with the pure layers' own tests.
+PURE_MODULES := ipu_emulator/sim ipu_emulator/views ipu_emulator/record.py widgets \
+	ipu_emulator/cli/profiling.py
 PURE_TESTS := tests/sim tests/views tests/widgets tests/cli/test_simulate.py
 
 env: $(STAMP)
