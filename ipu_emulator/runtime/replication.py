@@ -52,7 +52,7 @@ import tensorflow as tf
 from tensorflow.python.framework import ops as tf_ops
 from tensorflow.python.ops import gen_resource_variable_ops, resource_variable_ops
 
-from . import feed_messages, graph_costs, variable_creations
+from . import feed_messages, graph_costs, shards, variable_creations
 
 _state = threading.local()
 
@@ -73,12 +73,6 @@ def _replica_context(build, replica):
 
 
 # --- the replication rule ------------------------------------------------------------
-
-def num_shards_for(max_shard_index: Optional[int]) -> int:
-    """Shards a program occupies: the next power of two above its highest shard index."""
-    from ipu_emulator.sim import hardware
-    return hardware.next_power_of_two(1 if max_shard_index is None else max_shard_index + 1)
-
 
 def replication_factor(num_ipus: int, num_shards: int) -> int:
     """``num_ipus / num_shards`` (1 when the shards do not divide the IPUs: that program
@@ -122,10 +116,10 @@ def device_mismatch_message(program) -> Optional[str]:
 def feed_mismatch_message(program, num_ipus: int) -> Optional[str]:
     """The SDK's error for the first feed whose ``replication_factor`` is not the one the
     device gives the program (``num_ipus`` over its shards), else None."""
-    shards = max(1, program.num_ipus // max(1, program.replication_factor))
-    if num_ipus % shards:
+    num_shards = max(1, program.num_ipus // max(1, program.replication_factor))
+    if num_ipus % num_shards:
         return None  # the shard check reports this device (first_run.check)
-    device_replicas = num_ipus // shards
+    device_replicas = num_ipus // num_shards
     for feeds, template in ((program.infeeds, INFEED_REPLICATION_MISMATCH),
                             (program.outfeeds, OUTFEED_REPLICATION_MISMATCH)):
         for feed in feeds:
@@ -229,20 +223,19 @@ class ReplicatedBuild:
             used = self._max_shard_index()
             if highest_shard is not None:
                 used = highest_shard if used is None else max(used, highest_shard)
-            shards = num_shards_for(used)
-            self.num_shards = shards
+            num_shards = shards.num_shards_for(used)
+            self.num_shards = num_shards
             if self.replicas_from_feeds:
                 # Never more replicas than slots (a feed made in another graph could say so);
                 # a wrong factor is reported against the device at the first run.
                 self.replication_factor = min(self.num_ipus,
                                               _replicas_declared_for(self.program))
             else:
-                self.replication_factor = replication_factor(self.num_ipus, shards)
+                self.replication_factor = replication_factor(self.num_ipus, num_shards)
         return self.replication_factor
 
     def _max_shard_index(self):
         """Highest ``ipu_shard`` index among the ops built so far (None: not sharded)."""
-        from . import shards
         tagged = [shards.shard_of(op) for op in self.graph.get_operations()[self.first_op:]]
         tagged = [index for index in tagged if index is not None]
         return max(tagged) if tagged else None
@@ -416,7 +409,6 @@ class ReplicatedBuild:
         return copy._handle  # pylint: disable=protected-access
 
     def _make_copy(self, variable, replica):
-        from . import shards
         handle = variable._handle  # pylint: disable=protected-access
         graph = self.graph
         # A late build's copy starts from the variable's current value (the host's weights at

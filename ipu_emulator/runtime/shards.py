@@ -30,12 +30,13 @@ from __future__ import annotations
 import functools
 import re
 import threading
+from typing import Optional
 
 import tensorflow as tf
 from tensorflow.python.client import session as tf_session
 
 from ipu_emulator.runtime import configured_system
-from . import replication
+from ipu_emulator.sim import hardware
 
 SHARDING_ATTR = "_XlaSharding"
 
@@ -339,10 +340,15 @@ def program_shard_indices(program):
     return list(indices)
 
 
+def num_shards_for(max_shard_index: Optional[int]) -> int:
+    """Shards a program occupies: the next power of two above its highest shard index."""
+    return hardware.next_power_of_two(1 if max_shard_index is None else max_shard_index + 1)
+
+
 def num_shards(program):
     """``next power of two >= max shard index + 1`` (1 when nothing is sharded)."""
     indices = program_shard_indices(program)
-    return replication.num_shards_for(max(indices) if indices else None)
+    return num_shards_for(max(indices) if indices else None)
 
 
 def shard_ops(program):

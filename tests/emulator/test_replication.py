@@ -13,7 +13,7 @@ from ipu_emulator.runtime import configured_system
 from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue,
                               loops, optimizers, scopes, utils)
 from ipu_emulator.ipu.ops import cross_replica_ops
-from ipu_emulator.runtime import replication
+from ipu_emulator.runtime import replication, shards
 
 IPU = "/device:IPU:0"
 
@@ -287,7 +287,7 @@ def test_program_built_for_another_device_is_built_again_at_its_first_run(graph)
 
 
 def test_replication_rule():
-    assert [replication.num_shards_for(i) for i in (None, 0, 1, 2, 4)] == [1, 1, 2, 4, 8]
+    assert [shards.num_shards_for(i) for i in (None, 0, 1, 2, 4)] == [1, 1, 2, 4, 8]
     assert replication.replication_factor(8, 2) == 4
     assert replication.replication_factor(4, 4) == 1
     assert replication.shard_mismatch_message(2, 4) == (
