@@ -35,6 +35,10 @@ class ComputeCost:
     # optimizer slot or accumulator.  None when the source cannot tell them apart, and then
     # every parameter byte is taken to have a gradient.
     gradient_bytes: Optional[int] = None
+    # (forward, backward, weight update) fixed cycles of the ops that do work: on an IPU every
+    # op costs cycles however small it is (``sim/hardware.OP_CYCLES``).  None when the source
+    # has no op-level view (a cost written by hand): then only FLOPs and bytes are timed.
+    phase_op_cycles: Optional[Tuple[float, float, float]] = None
 
     @property
     def total_flops(self) -> float:
@@ -51,6 +55,8 @@ class ComputeCost:
             activation_bytes=int(self.activation_bytes * factor),
             phase_bytes=(tuple(b * factor for b in self.phase_bytes)
                          if self.phase_bytes is not None else None),
+            phase_op_cycles=(tuple(c * factor for c in self.phase_op_cycles)
+                             if self.phase_op_cycles is not None else None),
         )
 
     def __add__(self, other: "ComputeCost") -> "ComputeCost":
@@ -64,6 +70,7 @@ class ComputeCost:
             phase_bytes=_add_phase_bytes(self, other),
             gradient_bytes=(None if self.gradient_bytes is None and other.gradient_bytes is None
                             else self.gradients_held() + other.gradients_held()),
+            phase_op_cycles=_added_phases(self.phase_op_cycles, other.phase_op_cycles),
         )
 
     def gradients_held(self) -> int:
@@ -72,6 +79,12 @@ class ComputeCost:
         if self.backward_flops <= 0:
             return 0
         return self.parameter_bytes if self.gradient_bytes is None else self.gradient_bytes
+
+
+def _added_phases(a, b):
+    if a is None and b is None:
+        return None
+    return tuple(x + y for x, y in zip(a or (0.0, 0.0, 0.0), b or (0.0, 0.0, 0.0)))
 
 
 def _add_phase_bytes(a: ComputeCost, b: ComputeCost):

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from typing import List, Optional
 
 from ipu_emulator import views
@@ -38,7 +39,6 @@ DEFAULT_STAGES = 4
 # The pipelining tutorial's defaults: --batches-to-accumulate 16, --batch-size 32.
 DEFAULT_MICRO_BATCHES = 16
 DEFAULT_BATCH_SIZE = 32
-DEFAULT_SPLITS = {"tutorial-mlp": builtin_models.TUTORIAL_MLP_SPLITS}
 ACCUMULATION_DTYPES = {"float32": 4, "float16": 2}
 # Above this many micro-batches the printed schedule grid would be too wide to read.
 MAX_PRINTED_MICRO_BATCHES = 16
@@ -51,6 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     shape.add_argument("--stages", type=int, default=None, metavar="S",
                        help=f"number of identical unit stages (default {DEFAULT_STAGES}; "
                             "with --model: the splits decide, and S must agree)")
+    shape.add_argument("--synthetic-data", action="store_true",
+                       help="no host transfers of the data, as TF_POPLAR_FLAGS="
+                            "--use_synthetic_data asks of the SDK")
     shape.add_argument("--micro-batches", "--gradient-accumulation-count", dest="micro_batches",
                        type=int, default=DEFAULT_MICRO_BATCHES, metavar="M",
                        help="micro-batches per pipeline pass = gradient accumulation count "
@@ -76,10 +79,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     model = parser.add_argument_group("model (instead of identical stages)")
     model.add_argument("--model", choices=sorted(builtin_models.MODELS), default=None,
-                       help="a built-in model, cut into stages at --splits")
+                       help="a built-in model: one stage on one IPU (gradient accumulation "
+                            "over the micro-batches), or cut into stages at --splits")
     model.add_argument("--splits", nargs="+", default=None, metavar="LAYER",
-                       help="first layer of each next stage, e.g. dense32 (tutorial-mlp "
-                            f"default: {' '.join(builtin_models.TUTORIAL_MLP_SPLITS)})")
+                       help="first layer of each next stage, e.g. dense32 (the tutorial's "
+                            f"step 3: {' '.join(builtin_models.TUTORIAL_MLP_SPLITS)})")
     model.add_argument("--batch-size", type=int, default=None, metavar="B",
                        help=f"micro-batch size (default {DEFAULT_BATCH_SIZE} with --model)")
     model.add_argument("--optimizer", choices=sorted(cost_model.OPTIMIZERS), default="sgd",
@@ -98,25 +102,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def stage_costs_for(options) -> List[cost_model.StageCost]:
-    """The stages the options describe: a built-in model cut at its splits, or identical
-    unit stages."""
+    """The stages the options describe: a built-in model (one stage without --splits, else
+    cut at its splits), or identical unit stages."""
     if options.model is None:
         if options.splits is not None or options.batch_size is not None:
             raise ValueError("--splits and --batch-size describe a model; give --model too.")
-        return pipeline_simulator.unit_stages(options.stages if options.stages is not None
-                                    else DEFAULT_STAGES)
-    splits = options.splits if options.splits is not None else DEFAULT_SPLITS.get(options.model)
-    if splits is None:
-        raise ValueError(f"--model {options.model} needs --splits: the first layer of each next "
-                         f"stage.")
-    # Recomputation is simulated by the pipeline (an R before each B), so the cost model
-    # must not fold it into the backward pass as well.
-    stages = cost_model.stage_costs(builtin_models.builtin_model(options.model), splits,
-                               batch_size=options.batch_size or DEFAULT_BATCH_SIZE,
-                               optimizer=options.optimizer)
-    if options.stages is not None and options.stages != len(stages):
-        raise ValueError(f"--stages {options.stages} disagrees with --splits, which give "
-                         f"{len(stages)} stages.")
+        stages = pipeline_simulator.unit_stages(options.stages if options.stages is not None
+                                                else DEFAULT_STAGES)
+    else:
+        # Recomputation is simulated by the pipeline (an R before each B), so the cost model
+        # must not fold it into the backward pass as well.
+        stages = cost_model.stage_costs(builtin_models.builtin_model(options.model),
+                                        options.splits or (),
+                                        batch_size=options.batch_size or DEFAULT_BATCH_SIZE,
+                                        optimizer=options.optimizer)
+        if options.stages is not None and options.stages != len(stages):
+            raise ValueError(f"--stages {options.stages} disagrees with --splits, which give "
+                             f"{len(stages)} stage{'s' if len(stages) != 1 else ''}.")
+    if options.synthetic_data:
+        stages = [replace(stages[0], input_bytes=0)] + list(stages[1:])
     return stages
 
 
@@ -124,10 +128,13 @@ def simulate(options):
     """``(schedule, timeline)`` for parsed options; raises on invalid input."""
     stages = stage_costs_for(options)
     training = not options.inference
-    # Built once, with the SDK's checks; the simulator takes the built schedule as it is.
-    schedule = schedules.build_checked_schedule(
-        options.schedule, len(stages), options.micro_batches, options.device_mapping, training,
-        options.recompute, options.stages_per_ipu)
+    if options.model is not None and not options.splits:  # not a pipeline: one IPU
+        schedule = schedules.single_ipu(options.micro_batches, training)
+    else:
+        # Built once, with the SDK's checks; the simulator takes the built schedule as it is.
+        schedule = schedules.build_checked_schedule(
+            options.schedule, len(stages), options.micro_batches, options.device_mapping,
+            training, options.recompute, options.stages_per_ipu)
     timeline = pipeline_simulator.simulate_pipeline(
         stages, schedule, options.micro_batches, repeat_count=options.repeat_count,
         replicas=options.replicas, target=options.ipu_version,
@@ -139,8 +146,16 @@ def simulate(options):
     return schedule, timeline
 
 
-def to_json(schedule: schedules.Schedule, timeline) -> dict:
+def to_json(schedule: schedules.Schedule, timeline, clock_hz: float) -> dict:
+    """The timeline as JSON, each time in seconds and in cycles of the target's clock (in
+    time steps for a unit-cost run)."""
     data = views.to_dict(timeline)
+    if data["time_unit"] == "s":
+        data["clock_hz"] = clock_hz
+        for event in data["events"]:
+            event["start_cycles"] = round(event["start"] * clock_hz)
+            event["end_cycles"] = round(event["end"] * clock_hz)
+        data["metrics"]["makespan_cycles"] = round(data["metrics"]["makespan"] * clock_hz)
     data["schedule"] = {
         "name": schedule.name,
         "synchronous": schedule.synchronous,
@@ -166,7 +181,7 @@ def run(options) -> int:
     if options.plot:
         _save_plot(timeline, options.plot)
     if options.json:
-        json.dump(to_json(schedule, timeline), sys.stdout)
+        json.dump(to_json(schedule, timeline, TARGETS[options.ipu_version].clock_hz), sys.stdout)
         sys.stdout.write("\n")
         return 0
     if schedule.micro_batches <= MAX_PRINTED_MICRO_BATCHES:

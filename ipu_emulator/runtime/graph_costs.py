@@ -14,6 +14,7 @@ from typing import Optional
 import tensorflow as tf
 
 from ipu_emulator.record import ComputeCost
+from ipu_emulator.sim import hardware
 
 _FREE_OPS = {
     "Const", "Identity", "IdentityN", "NoOp", "Placeholder", "Enter", "Exit", "Switch", "Merge",
@@ -156,18 +157,57 @@ def program_cost(new_ops) -> ComputeCost:
                       gradient_bytes=_trained_weight_bytes(step_ops))
 
 
+_VARIABLE_UPDATE_PREFIXES = ("ResourceApply", "Apply", "ResourceSparseApply", "AssignAdd",
+                             "AssignSub")
+_VARIABLE_WRITERS = frozenset({"AssignVariableOp", "Assign"})
+
+
+def updates_a_variable(op) -> bool:
+    """An optimizer kernel, an in-place accumulation, or an add whose sum is written back to
+    a variable (a gradient accumulator): work done once per variable."""
+    if op.type.startswith(_VARIABLE_UPDATE_PREFIXES):
+        return True
+    return op.type in ("Add", "AddV2") and any(
+        consumer.type in _VARIABLE_WRITERS for out in op.outputs for consumer in out.consumers())
+
+
+_MATMUL_OPS = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Conv2D",
+                         "Conv2DBackpropInput", "Conv2DBackpropFilter", "DepthwiseConv2dNative"})
+_LOSS_OPS = frozenset({"SparseSoftmaxCrossEntropyWithLogits", "SoftmaxCrossEntropyWithLogits"})
+_REDUCTION_OPS = frozenset({"Sum", "Mean", "Max", "Min", "Prod", "BiasAddGrad", "MaxPool",
+                            "AvgPool"})
+
+
+def op_kind(op) -> str:
+    """What an op that does work is, for its fixed cost on an IPU (``hardware.OP_CYCLES``)."""
+    if updates_a_variable(op):
+        return "variable"
+    if op.type in _MATMUL_OPS:
+        return "matmul"
+    if op.type in _LOSS_OPS:
+        return "loss"
+    if op.type in _REDUCTION_OPS:
+        return "reduction"
+    return "elementwise"
+
+
 def phase_cost(ops, phase, extra_bytes=None, **fields) -> ComputeCost:
-    """The cost of ``ops``, each op that does work counted in its ``phase(op)``: its FLOPs,
-    the bytes of its inputs and outputs (plus ``extra_bytes(op)``) and, for a forward op, its
-    outputs as activations.  ``fields`` are the cost's other fields (``parameter_bytes``...)."""
+    """The cost of ``ops``, each op that does work counted in its ``phase(op)``: its fixed
+    cycles (``op_kind``), its FLOPs, the bytes of its inputs and outputs (plus
+    ``extra_bytes(op)``) and, for a forward op, its outputs as activations.  ``fields`` are
+    the cost's other fields (``parameter_bytes``...)."""
     flops = {"forward": 0.0, "backward": 0.0, "weight_update": 0.0}
     traffic = {"forward": 0.0, "backward": 0.0, "weight_update": 0.0}
+    cycles = {"forward": 0.0, "backward": 0.0, "weight_update": 0.0}
     activation_bytes = 0
     for op in ops:
         work = op_flops(op)
-        if work <= 0:
+        if work <= 0 and not updates_a_variable(op):
             continue
         kind = phase(op)
+        cycles[kind] += hardware.OP_CYCLES[op_kind(op)]
+        if work <= 0:
+            continue  # an in-place accumulation: its time is its op's, not FLOPs or bytes
         flops[kind] += work
         traffic[kind] += sum(tensor_bytes(t) for t in op.inputs) + sum(
             tensor_bytes(t) for t in op.outputs) + (extra_bytes(op) if extra_bytes else 0)
@@ -179,6 +219,7 @@ def phase_cost(ops, phase, extra_bytes=None, **fields) -> ComputeCost:
         weight_update_flops=flops["weight_update"],
         bytes_accessed=sum(traffic.values()),
         phase_bytes=(traffic["forward"], traffic["backward"], traffic["weight_update"]),
+        phase_op_cycles=(cycles["forward"], cycles["backward"], cycles["weight_update"]),
         activation_bytes=activation_bytes,
         **fields)
 

@@ -74,7 +74,7 @@ def _stage_cost(name, ops, input_bytes, output_bytes) -> StageCost:
         weight_update_flops=cost.weight_update_flops, forward_bytes_accessed=phase_bytes[0],
         backward_bytes_accessed=phase_bytes[1], parameter_bytes=cost.parameter_bytes,
         activation_bytes=cost.activation_bytes, input_bytes=int(input_bytes),
-        output_bytes=int(output_bytes))
+        output_bytes=int(output_bytes), op_cycles=cost.phase_op_cycles or (0.0, 0.0, 0.0))
 
 
 def _infeed_bytes(program) -> int:

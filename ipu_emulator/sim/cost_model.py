@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Sequence, Tuple, Union
 
+from ipu_emulator.sim.hardware import op_cycles
 from ipu_emulator.sim.model_layers import (LABEL_BYTES, Input, Layer, Shape, SoftmaxCrossEntropy,
                                            check_positive_int, elements)
 
@@ -38,6 +39,10 @@ class StageCost:
     ``input_bytes`` is the stage's input per micro-batch (for stage 0: the infeed element);
     ``output_bytes`` is what it sends to the next stage per micro-batch (and the gradient of
     the same size comes back in the backward pass).
+    ``op_cycles`` is the fixed cost of the (forward, backward, weight update) ops in IPU
+    cycles (``hardware.OP_CYCLES``): on an IPU every op costs cycles however small, on top of
+    its FLOPs and bytes.  A pipeline adds every micro-batch's gradients into accumulators, one
+    op per variable, in the backward pass.
     """
 
     name: str
@@ -52,6 +57,7 @@ class StageCost:
     activation_bytes: int = 0
     input_bytes: int = 0
     output_bytes: int = 0
+    op_cycles: Tuple[float, float, float] = (0.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True)
@@ -143,6 +149,9 @@ class LayerCost:
     forward_bytes: float
     backward_bytes: float
     saved: Tuple[Tuple[str, int], ...] = ()
+    forward_op_cycles: float = 0.0
+    backward_op_cycles: float = 0.0
+    variables: int = 0
 
 
 def layer_costs(layers: Sequence[Layer], batch_size: int,
@@ -180,6 +189,9 @@ def layer_costs(layers: Sequence[Layer], batch_size: int,
             forward_bytes=layer.forward_bytes(shape, dtype_bytes),
             backward_bytes=layer.backward_bytes(shape, dtype_bytes, input_gradient),
             saved=tuple(saved.items()),
+            forward_op_cycles=op_cycles(layer.forward_ops()),
+            backward_op_cycles=op_cycles(layer.backward_ops(input_gradient)),
+            variables=layer.variable_count() if parameters else 0,
         ))
         trainable_before = trainable_before or parameters > 0
         tensor_of_input = output_tensor
@@ -326,10 +338,15 @@ def _one_stage_cost(name, layer_names, costs, dtype_bytes, optimizer, recompute,
     forward_bytes = sum(c.forward_bytes for c in costs)
     backward_flops = sum(c.backward_flops for c in costs)
     backward_bytes = sum(c.backward_bytes for c in costs)
+    forward_cycles = sum(c.forward_op_cycles for c in costs)
+    variable_cycles = op_cycles({"variable": sum(c.variables for c in costs)})
+    # Every micro-batch's gradients are added into their accumulators: one op per variable.
+    backward_cycles = sum(c.backward_op_cycles for c in costs) + variable_cycles
     if recompute:
         # The forward pass runs again, from the kept stage input, before the backward pass.
         backward_flops += forward_flops
         backward_bytes += forward_bytes
+        backward_cycles += forward_cycles
         activation_bytes = kept_input_bytes
     else:
         saved = {}
@@ -349,4 +366,5 @@ def _one_stage_cost(name, layer_names, costs, dtype_bytes, optimizer, recompute,
         activation_bytes=activation_bytes,
         input_bytes=input_bytes,
         output_bytes=output_bytes,
+        op_cycles=(forward_cycles, backward_cycles, variable_cycles),  # a kernel per variable
     )

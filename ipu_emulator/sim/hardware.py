@@ -31,7 +31,8 @@ class IPUTarget:
 
     Tunable unknowns (not in any source we found; see the field comments):
     ``compute_efficiency``, ``external_sync_cycles``, ``ipu_link_latency_s``,
-    ``streaming_memory_bandwidth_bytes_per_s``.
+    ``streaming_memory_bandwidth_bytes_per_s``.  The fixed cost of each op (``OP_CYCLES``) is
+    calibrated on Graphcore's execution traces.
 
     Example::
 
@@ -97,6 +98,37 @@ class IPUTarget:
     def with_overrides(self, **changes) -> "IPUTarget":
         """A copy with some fields changed, e.g. ``with_overrides(compute_efficiency=0.5)``."""
         return replace(self, **changes)
+
+
+# --- the fixed cost of an op, by what it is (calibrated) -------------------------------------
+# Small layers on an IPU are bound by fixed costs, not arithmetic: Poplar runs every op as one
+# or more compute sets separated by syncs and exchanges, so an op costs hundreds to thousands
+# of cycles however few FLOPs it does; its FLOPs and bytes are timed on top (``timeline.
+# compute_seconds``).  No source lists these costs.  They are fitted to the execution trace of
+# Graphcore's pipelining tutorial, step 1 (its MLP, batch 32, one Mk2 IPU, 1.33 GHz): the
+# forward pass, flatten to softmax cross-entropy, about 23,000 cycles (5 matmuls, 9
+# element-wise ops, 1 reduction, 1 loss); the backward pass with gradient accumulation about
+# 27,000 (9 matmuls, 6 element-wise, 5 reductions, 10 accumulator adds); the weight update
+# about 6,200 (10 optimizer kernels).  The model gives 23,000, 26,400 and 6,200 cycles for
+# those ops (bench/fidelity.py prints them for a recorded run).  The split between matmul,
+# element-wise and reduction is a judgement (three figures cannot fix five costs); the loss
+# and the per-variable cost follow from it.
+OP_CYCLES: Dict[str, int] = {
+    "matmul": 1300,       # MatMul, convolutions and their gradients: partial sums, then a reduce
+    "elementwise": 500,   # bias add, activations and their gradients, scaling: one compute set
+    "reduction": 800,     # mean, sum, bias gradient, pooling: a compute set and a cross-tile reduce
+    "loss": 9900,         # the fused softmax cross-entropy: max, exp, sum, log and the gradient
+    "variable": 610,      # one op on one variable: an optimizer kernel, an accumulator's add
+}
+
+
+def op_cycles(counts: Dict[str, int]) -> float:
+    """Fixed cycles of a phase from its ops counted by kind (``OP_CYCLES``).
+
+    >>> op_cycles({"matmul": 5, "elementwise": 9, "reduction": 1, "loss": 1})
+    21700
+    """
+    return sum(OP_CYCLES[kind] * count for kind, count in counts.items())
 
 
 # Mk1 "Colossus" GC2 (C2 PCIe card = 2 IPUs).

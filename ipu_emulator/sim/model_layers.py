@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Tuple, Union
+from typing import Dict, Optional, Tuple, Union
 
 Shape = Tuple[int, ...]
 
@@ -127,6 +127,17 @@ class Layer:
 
     def backward_flops(self, input_shape: Shape, input_gradient: bool = True) -> float:
         return 0.0
+
+    # The ops each pass runs, counted by kind (``hardware.OP_CYCLES``: on an IPU every op
+    # costs a fixed number of cycles however small), and the variables the layer trains.
+    def forward_ops(self) -> Dict[str, int]:
+        return {}
+
+    def backward_ops(self, input_gradient: bool = True) -> Dict[str, int]:
+        return {}
+
+    def variable_count(self) -> int:
+        return 0
 
     # Which of its tensors the backward pass reads.  A tensor kept by two layers (one's
     # output is the next one's input) is stored once; ``stage_costs`` counts it once.
@@ -246,6 +257,18 @@ class _WeightedLayer(Layer):
         core_gradients = 2 if input_gradient else 1
         return (core_gradients * self._core_flops(input_shape)
                 + self._elementwise_passes()[1] * outputs)
+
+    def forward_ops(self) -> Dict[str, int]:
+        # the core; the bias add and the activation
+        return {"matmul": 1, "elementwise": self.use_bias + (self.activation is not None)}
+
+    def backward_ops(self, input_gradient: bool = True) -> Dict[str, int]:
+        # the weight and input gradients; the bias gradient; the activation's gradient
+        return {"matmul": 1 + input_gradient, "reduction": int(self.use_bias),
+                "elementwise": int(self.activation is not None)}
+
+    def variable_count(self) -> int:
+        return 1 + self.use_bias
 
     def saves_input(self) -> bool:
         return True  # the weight gradient multiplies the incoming gradient by the input
@@ -387,6 +410,12 @@ class _Pool2D(Layer):
         # The gradient op writes an input-shaped tensor: one FLOP per element of it.
         return float(elements(input_shape)) if input_gradient else 0.0
 
+    def forward_ops(self) -> Dict[str, int]:
+        return {"reduction": 1}  # a windowed max or mean
+
+    def backward_ops(self, input_gradient: bool = True) -> Dict[str, int]:
+        return {"elementwise": int(input_gradient)}  # scatters the gradient back
+
     def forward_bytes(self, input_shape: Shape, dtype_bytes: int) -> float:
         return dtype_bytes * (elements(input_shape) + elements(self.output_shape(input_shape)))
 
@@ -474,6 +503,13 @@ class SoftmaxCrossEntropy(Layer):
         batch, classes = input_shape
         # mean's gradient (B) + scaling the saved gradient by it (B*C)
         return float(batch * classes + batch)
+
+    def forward_ops(self) -> Dict[str, int]:
+        return {"loss": 1, "reduction": 1}  # the fused softmax cross-entropy, the mean
+
+    def backward_ops(self, input_gradient: bool = True) -> Dict[str, int]:
+        # the mean's gradient, then the saved gradient scaled by it
+        return {"elementwise": 2 if input_gradient else 0}
 
     def private_saved_elements(self, input_shape: Shape) -> int:
         return elements(input_shape)

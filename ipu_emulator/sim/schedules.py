@@ -477,6 +477,20 @@ def build_schedule(schedule, num_stages: int, micro_batches: int, device_mapping
     return built
 
 
+def single_ipu(micro_batches: int, training: bool = True) -> Schedule:
+    """Not a pipeline: the whole model as one stage on one IPU, each micro-batch's forward
+    then backward, then one weight update (gradient accumulation, as the tutorial's step 1).
+
+    >>> format_actions(single_ipu(2).ipu_actions[0])
+    '0F0 0B0 0F1 0B1 0U'
+    """
+    m_count = check_micro_batches(micro_batches)
+    actions = [a for m in range(m_count) for a in ((F(0, m), B(0, m)) if training else (F(0, m),))]
+    if training:
+        actions += _weight_updates([0])
+    return Schedule("single-ipu", 1, m_count, (0,), (tuple(actions),), None, training)
+
+
 def build_checked_schedule(schedule, num_stages: int, micro_batches, device_mapping=None,
                            training: bool = True, recompute: bool = False,
                            stages_per_ipu: int = 2) -> Schedule:
@@ -563,7 +577,7 @@ __all__ = [
     "ACTION_KINDS", "SCHEDULE_NAMES", "GRAPHCORE_SCHEDULES", "COMPARISON_SCHEDULES", "BUILDERS",
     "PipelineConfigurationError", "InvalidScheduleError", "DeadlockError",
     "parse_actions", "format_actions", "normalise_schedule_name", "check_device_mapping",
-    "check_interleaved_mapping", "build_checked_schedule",
+    "check_interleaved_mapping", "build_checked_schedule", "single_ipu",
     "pipeline_overlap", "check_gradient_accumulation_count",
     "grouped", "interleaved", "sequential", "gpipe", "one_f_one_b", "one_f_one_b_order",
     "interleaved_one_f_one_b", "zero_bubble", "build_schedule", "with_recomputation",

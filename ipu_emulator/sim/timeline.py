@@ -242,9 +242,11 @@ def check_no_overlaps(events: Iterable[Event]) -> None:
 # --- cost model: small pure functions -----------------------------------------------------
 
 
-def compute_seconds(flops: float, bytes_accessed: float, target: IPUTarget) -> float:
-    """Time of one compute phase: bound by arithmetic or by tile-memory traffic."""
-    return max(
+def compute_seconds(flops: float, bytes_accessed: float, target: IPUTarget,
+                    op_cycles: float = 0.0) -> float:
+    """Time of one compute phase: the fixed cycles of its ops (``hardware.OP_CYCLES``) plus
+    its work, bound by arithmetic or by tile-memory traffic."""
+    return op_cycles / target.clock_hz + max(
         flops / target.achievable_fp32_flops,
         bytes_accessed / target.sram_bandwidth_bytes_per_s,
     )
@@ -264,11 +266,12 @@ def phase_durations(cost: ComputeCost, target: IPUTarget) -> List[Tuple[str, flo
     """
     phase_bytes = phase_bytes_or_flop_shares(cost)
     phases = []
-    for kind, flops, nbytes in zip(("forward", "backward", "weight_update"),
-                                   (cost.forward_flops, cost.backward_flops,
-                                    cost.weight_update_flops), phase_bytes):
-        if flops > 0 or nbytes > 0:
-            phases.append((kind, compute_seconds(flops, nbytes, target)))
+    for kind, flops, nbytes, cycles in zip(
+            ("forward", "backward", "weight_update"),
+            (cost.forward_flops, cost.backward_flops, cost.weight_update_flops), phase_bytes,
+            cost.phase_op_cycles or (0.0, 0.0, 0.0)):
+        if flops > 0 or nbytes > 0 or cycles > 0:
+            phases.append((kind, compute_seconds(flops, nbytes, target, cycles)))
     return phases
 
 

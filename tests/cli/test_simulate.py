@@ -108,3 +108,26 @@ def test_simulator_modules_do_not_import_tensorflow():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True, timeout=120)
     assert result.stderr.strip() == "False"
+
+
+def test_a_model_without_splits_runs_on_one_ipu_and_json_gives_cycles():
+    data = simulate_json("--model", "tutorial-mlp", "--synthetic-data", "--micro-batches", "16")
+    assert data["schedule"]["name"] == "single-ipu" and data["schedule"]["num_stages"] == 1
+    assert data["schedule"]["ipu_actions"][0].endswith("0F15 0B15 0U")
+    assert data["clock_hz"] == 1.33e9                       # ipu2
+    assert data["metrics"]["makespan_cycles"] == round(data["metrics"]["makespan"] * 1.33e9)
+    event = data["events"][0]
+    assert event["end_cycles"] == round(event["end"] * 1.33e9)
+    # Synthetic data: no infeed copies from the host, only the losses' outfeed.
+    copies = [e["name"] for e in data["events"] if e["kind"] == "stream_copy"]
+    assert copies and not any("infeed" in name for name in copies)
+
+
+def test_one_ipu_sharding_and_pipelining_of_one_model_can_be_compared():
+    def per_sample(*args):
+        return 1 / simulate_json("--model", "tutorial-mlp", "--synthetic-data", *args)[
+            "metrics"]["samples_per_second"]
+    single = per_sample()
+    pipelined = per_sample("--splits", "dense32", "--schedule", "grouped")
+    sharded = per_sample("--splits", "dense32", "--schedule", "sequential")
+    assert pipelined < single < sharded  # the tutorial's lesson, steps 1 to 3

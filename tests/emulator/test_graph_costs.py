@@ -174,3 +174,51 @@ def test_a_step_without_optimizer_kernels_counts_a_gradient_per_parameter():
     assert record.ComputeCost(parameter_bytes=100).gradients_held() == 0  # inference
     assert record.ComputeCost(backward_flops=1.0, parameter_bytes=100,
                               gradient_bytes=40).gradients_held() == 40
+
+
+# --- the fixed cost of each op (hardware.OP_CYCLES) ------------------------------------------
+
+def tutorial_mlp_training_step(batch=32):
+    """The tutorial MLP's forward pass, gradients and plain SGD, as tf.layers build them."""
+    images = tf.zeros([batch, 28, 28])
+    labels = tf.zeros([batch], tf.int32)
+    x = tf.reshape(images, [batch, 784])
+    for units in (256, 128, 64, 32):
+        x = tf.compat.v1.layers.dense(x, units, activation=tf.nn.relu)
+    logits = tf.compat.v1.layers.dense(x, 10)
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                                         logits=logits))
+    return tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss)
+
+
+def test_op_cycles_of_a_recorded_step_agree_with_the_layer_model(graph):
+    from ipu_emulator.sim import hardware
+    from ipu_emulator.sim.builtin_models import builtin_model
+    from ipu_emulator.sim.cost_model import stage_costs
+    tutorial_mlp_training_step()
+    # The step's ops, without the variables' creation and initial values.
+    step = [op for op in graph.get_operations()
+            if "Initializer" not in op.name and op.type not in ("VariableV2", "Assign")]
+    recorded = graph_costs.program_cost(step).phase_op_cycles
+    [modelled] = stage_costs(builtin_model("tutorial-mlp"), [], batch_size=32)
+    cycles = hardware.OP_CYCLES
+    assert recorded[0] == modelled.op_cycles[0]  # the same forward ops
+    # Backward: tf.gradients also builds the first layer's unused input gradient (a matmul),
+    # and without gradient accumulation there are no accumulator adds (one per variable).
+    assert recorded[1] == modelled.op_cycles[1] + cycles["matmul"] - 10 * cycles["variable"]
+    assert recorded[2] == modelled.op_cycles[2] == 10 * cycles["variable"]  # 10 SGD kernels
+
+
+def test_op_kinds(graph):
+    a, b = tf.zeros([BATCH, IN]), tf.zeros([IN, OUT])
+    logits = tf.matmul(a, b)
+    biased = tf.nn.bias_add(logits, tf.zeros([OUT]))
+    loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.zeros([BATCH], tf.int32),
+                                                          logits=biased)
+    kinds = [graph_costs.op_kind(t.op) for t in (logits, tf.nn.relu(biased), loss,
+                                                 tf.reduce_mean(loss))]
+    assert kinds == ["matmul", "elementwise", "loss", "reduction"]
+    accumulator = tf.Variable(tf.zeros([OUT]))
+    add = tf.add(accumulator.read_value(), tf.ones([OUT]))
+    accumulator.assign(add)
+    assert graph_costs.op_kind(add.op) == "variable"  # summed back into a variable

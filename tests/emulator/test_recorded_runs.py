@@ -8,6 +8,8 @@ import tensorflow as tf
 
 from ipu_emulator import ipu, record, views
 from ipu_emulator.sim import recorded_runs
+from ipu_emulator.sim.hardware import get_target
+from ipu_emulator.sim.pipeline_simulator import action_seconds
 from ipu_emulator.ipu.ops import pipelining_ops
 
 BATCH = 8
@@ -103,10 +105,16 @@ def test_a_sharded_run_simulates_as_shards_taking_turns():
     first, second = compute_events(timeline, "IPU0"), compute_events(timeline, "IPU1")
     assert len(first) == len(second) == 6  # a forward and a backward per step on each IPU
     assert not any(overlapping(a, b) for a in first for b in second)
-    # The stage costs come from the graph: the wide shard's forward takes longer.
+    # The stage costs come from the graph: each shard's forward takes what its recorded
+    # stage costs (its ops' fixed cycles plus its FLOPs), and the shards differ.
+    target = get_target("ipu2")
     forward = {lane: max(e.duration for e in compute_events(timeline, lane)
                          if e.kind == "forward") for lane in ("IPU0", "IPU1")}
-    assert forward["IPU0"] > forward["IPU1"]
+    for lane, stage in zip(("IPU0", "IPU1"), run.stages):
+        assert forward[lane] == pytest.approx(
+            action_seconds(stage, "F", target, split_backward=False))
+    assert run.stages[0].forward_flops > run.stages[1].forward_flops  # the wide shard
+    assert run.stages[1].op_cycles[0] > run.stages[0].op_cycles[0]    # the loss's ops
 
 
 def test_a_pipelined_run_simulates_its_schedule_with_stages_overlapping():

@@ -480,10 +480,14 @@ def _measure_stages(model, function, args, pipeline_plan, batch_bytes):
     activations = [0] * num_stages
     crossing = [0] * num_stages
     update_flops = 0.0
+    # Fixed cycles of the ops (graph_costs.op_kind); the update's are shared like its FLOPs.
+    cycles = [{"forward": 0.0, "backward": 0.0} for _ in range(num_stages)]
+    update_cycles = 0.0
     for op in ops:
         work = graph_costs.op_flops(op)
-        if work <= 0:
+        if work <= 0 and not graph_costs.updates_a_variable(op):
             continue
+        op_cycles = hardware.OP_CYCLES[graph_costs.op_kind(op)]
         phase = tf2_programs.phase_of(op)
         if accumulating:
             # The update runs in the branch taken once per accumulation (scaling the sums
@@ -495,8 +499,12 @@ def _measure_stages(model, function, args, pipeline_plan, batch_bytes):
                 phase = "backward"
         if phase == "weight_update":  # its bytes: the simulator counts them from the weights
             update_flops += work
+            update_cycles += op_cycles
             continue
         stage = stage_of_op[op.name]
+        cycles[stage][phase] += op_cycles
+        if work <= 0:
+            continue
         flops[stage][phase] += work
         traffic[stage][phase] += sum(graph_costs.tensor_bytes(t)
                                      for t in list(op.inputs) + list(op.outputs))
@@ -522,7 +530,8 @@ def _measure_stages(model, function, args, pipeline_plan, batch_bytes):
             parameter_bytes=weights[k], optimizer_state_bytes=int(state * share),
             activation_bytes=activations[k],
             input_bytes=int(batch_bytes) if k == 0 else crossing[k - 1],
-            output_bytes=crossing[k]))
+            output_bytes=crossing[k],
+            op_cycles=(cycles[k]["forward"], cycles[k]["backward"], update_cycles * share)))
     return tuple(stages)
 
 
