@@ -99,6 +99,14 @@ def _shade_phases(ax, timeline: Timeline, scale: float) -> None:
                     fontsize="x-small", color="#333333", clip_on=False)
 
 
+def makespan_text(timeline: Timeline) -> str:
+    """The makespan with its clock: ``'1.84 ms (simulated IPU time)'``, or, on the unit-cost
+    clock, ``'38 time steps'`` (no seconds: a step is a unit of work, not a duration)."""
+    if timeline.clock == UNIT_CLOCK:
+        return f"{timeline.metrics.makespan:g} time steps"
+    return f"{format_seconds(timeline.metrics.makespan)} ({timeline.clock})"
+
+
 def plot_comparison(timelines: Sequence[Timeline], titles: Optional[Sequence[str]] = None,
                     sharex: bool = True):
     """One trace per timeline, stacked on a shared time axis; returns the Figure.
@@ -121,8 +129,8 @@ def plot_comparison(timelines: Sequence[Timeline], titles: Optional[Sequence[str
     unit = pick_time_unit(longest) if sharex else "auto"
     for ax, timeline, name in zip(axes[:, 0], timelines, titles):
         m = timeline.metrics
-        heading = (f"{name + ': ' if name else ''}makespan {format_seconds(m.makespan)} "
-                   f"({timeline.clock}), {m.engine_runs} engine run{'s' if m.engine_runs != 1 else ''}")
+        runs = f"{m.engine_runs} engine run{'s' if m.engine_runs != 1 else ''}"
+        heading = f"{name + ': ' if name else ''}makespan {makespan_text(timeline)}, {runs}"
         plot_timeline(timeline, ax=ax, title=heading, time_unit=unit)
     if sharex:
         for ax in axes[:-1, 0]:

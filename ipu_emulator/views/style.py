@@ -18,12 +18,12 @@ KIND_COLOURS: Dict[str, str] = {
     "backward": "#D55E00",  # vermillion
     "weight_update": "#009E73",  # bluish green
     "recompute": "#CC79A7",  # reddish purple
-    "exchange": "#E69F00",  # orange
+    "exchange": "#F0E442",  # yellow: far from backward's vermillion
     "sync": "#000000",  # black
     "stream_copy": "#56B4E9",  # sky blue
     "host": "#999999",  # grey
 }
-OTHER_COLOUR = "#F0E442"  # yellow, for kinds a later simulator may add
+OTHER_COLOUR = "#E69F00"  # orange, for kinds a later simulator may add
 
 # Pipeline phases are shaded behind the lanes, light enough not to hide the bubbles.
 PHASE_COLOURS: Dict[str, str] = {
