@@ -56,12 +56,13 @@ def plot_timeline(timeline: Timeline, ax=None, title: Optional[str] = None, time
         ax.broken_barh(xranges, (row_of[lane] - 0.4, 0.8), facecolors=colour,
                        edgecolors=edge, linewidth=0.6, zorder=_KIND_LAYER.get(kind, 2))
     if labelled:  # micro-batch numbers in the boxes, as in Graphcore's pipeline diagrams
+        fitting_label = _fitting_label_class()
         for e in timeline.events:
             if e.kind in PIPELINE_ACTION_KINDS and e.micro_batch is not None and e.end > e.start:
                 # "w": the weight-gradient half of a split backward (zero-bubble's 1W3).
                 label = f"w{e.micro_batch}" if "W" in e.name else str(e.micro_batch)
-                ax.text((e.start + e.end) / 2 * scale, row_of[e.lane], label,
-                        ha="center", va="center", fontsize="x-small", color="white", zorder=5)
+                ax.add_artist(fitting_label(e.start * scale, e.end * scale, row_of[e.lane],
+                                            label))
 
     spans = timeline.engine_run_spans
     if 1 < len(spans) <= _MAX_SHADED_RUNS:
@@ -83,6 +84,35 @@ def plot_timeline(timeline: Timeline, ax=None, title: Optional[str] = None, time
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small",
                   frameon=False)
     return ax
+
+
+_FITTING_LABEL = None
+
+
+def _fitting_label_class():
+    """A micro-batch number that is drawn only when it fits its box at the scale it is drawn
+    at (a zoomed-in view shows numbers a whole-run view would overprint), clipped to the axes."""
+    global _FITTING_LABEL
+    if _FITTING_LABEL is None:
+        from matplotlib.text import Text
+
+        class FittingLabel(Text):
+            def __init__(self, start, end, row, label):
+                super().__init__((start + end) / 2, row, label, ha="center", va="center",
+                                 fontsize="x-small", color="white", zorder=5, clip_on=True)
+                self._span = (start, end)
+
+            def draw(self, renderer):
+                low, high = self.axes.get_xlim()
+                if self._span[1] <= low or self._span[0] >= high:
+                    return  # out of view
+                (left, _), (right, _) = self.axes.transData.transform(
+                    [(self._span[0], 0), (self._span[1], 0)])
+                if right - left >= self.get_window_extent(renderer).width + 2:
+                    super().draw(renderer)
+
+        _FITTING_LABEL = FittingLabel
+    return _FITTING_LABEL
 
 
 def _shade_phases(ax, timeline: Timeline, scale: float) -> None:

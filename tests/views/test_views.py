@@ -206,3 +206,26 @@ def test_summary_table_prints_each_ipus_utilisation_as_a_percentage():
     for ipu, utilisation in timeline.metrics.utilisation.items():
         row = next(line for line in text.splitlines() if line.strip().startswith(f"IPU{ipu} "))
         assert f"{100 * utilisation:.2f} %" in row
+
+
+def test_micro_batch_numbers_are_drawn_only_where_they_fit(monkeypatch):
+    from matplotlib.text import Text
+    from ipu_emulator.sim.pipeline_simulator import simulate_pipeline, unit_stages
+    drawn = []
+    text_draw = Text.draw
+
+    def spy(self, renderer):  # FittingLabel.draw calls Text.draw only when the number fits
+        if type(self).__name__ == "FittingLabel":
+            drawn.append(self.get_text())
+        return text_draw(self, renderer)
+
+    monkeypatch.setattr(Text, "draw", spy)
+    timeline = simulate_pipeline(unit_stages(4), "grouped", 16, unit_cost=True)
+    ax = plot_timeline(timeline)
+    ax.set_xlim(0, 400)         # a one-unit box is a pixel or two wide: no number fits
+    ax.figure.canvas.draw()
+    assert drawn == []
+    ax.set_xlim(0, 12)          # zoomed in: the boxes in view carry their numbers
+    ax.figure.canvas.draw()
+    assert sorted(set(drawn)) == ["0", "1", "2", "3", "4", "5", "6", "7"]
+    plt.close(ax.figure)
