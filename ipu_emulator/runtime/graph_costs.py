@@ -202,10 +202,11 @@ def phase_cost(ops, phase, extra_bytes=None, **fields) -> ComputeCost:
     activation_bytes = 0
     for op in ops:
         work = op_flops(op)
-        if work <= 0 and not updates_a_variable(op):
+        what = op_kind(op)
+        if work <= 0 and what != "variable":
             continue
         kind = phase(op)
-        cycles[kind] += hardware.OP_CYCLES[op_kind(op)]
+        cycles[kind] += hardware.OP_CYCLES[what]
         if work <= 0:
             continue  # an in-place accumulation: its time is its op's, not FLOPs or bytes
         flops[kind] += work

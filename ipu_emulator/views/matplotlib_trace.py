@@ -4,6 +4,7 @@ Matplotlib is imported only when plotting, so the rest of the views load without
 """
 from __future__ import annotations
 
+import functools
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ipu_emulator.sim.timeline import UNIT_CLOCK, Timeline
@@ -86,33 +87,29 @@ def plot_timeline(timeline: Timeline, ax=None, title: Optional[str] = None, time
     return ax
 
 
-_FITTING_LABEL = None
-
-
+@functools.cache
 def _fitting_label_class():
     """A micro-batch number that is drawn only when it fits its box at the scale it is drawn
-    at (a zoomed-in view shows numbers a whole-run view would overprint), clipped to the axes."""
-    global _FITTING_LABEL
-    if _FITTING_LABEL is None:
-        from matplotlib.text import Text
+    at (a zoomed-in view shows numbers a whole-run view would overprint), clipped to the axes.
+    Made on first use: matplotlib is imported only when plotting."""
+    from matplotlib.text import Text
 
-        class FittingLabel(Text):
-            def __init__(self, start, end, row, label):
-                super().__init__((start + end) / 2, row, label, ha="center", va="center",
-                                 fontsize="x-small", color="white", zorder=5, clip_on=True)
-                self._span = (start, end)
+    class FittingLabel(Text):
+        def __init__(self, start, end, row, label):
+            super().__init__((start + end) / 2, row, label, ha="center", va="center",
+                             fontsize="x-small", color="white", zorder=5, clip_on=True)
+            self._span = (start, end)
 
-            def draw(self, renderer):
-                low, high = self.axes.get_xlim()
-                if self._span[1] <= low or self._span[0] >= high:
-                    return  # out of view
-                (left, _), (right, _) = self.axes.transData.transform(
-                    [(self._span[0], 0), (self._span[1], 0)])
-                if right - left >= self.get_window_extent(renderer).width + 2:
-                    super().draw(renderer)
+        def draw(self, renderer):
+            low, high = self.axes.get_xlim()
+            if self._span[1] <= low or self._span[0] >= high:
+                return  # out of view
+            (left, _), (right, _) = self.axes.transData.transform(
+                [(self._span[0], 0), (self._span[1], 0)])
+            if right - left >= self.get_window_extent(renderer).width + 2:
+                super().draw(renderer)
 
-        _FITTING_LABEL = FittingLabel
-    return _FITTING_LABEL
+    return FittingLabel
 
 
 def _shade_phases(ax, timeline: Timeline, scale: float) -> None:

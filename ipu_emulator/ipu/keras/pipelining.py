@@ -485,9 +485,10 @@ def _measure_stages(model, function, args, pipeline_plan, batch_bytes):
     update_cycles = 0.0
     for op in ops:
         work = graph_costs.op_flops(op)
-        if work <= 0 and not graph_costs.updates_a_variable(op):
+        what = graph_costs.op_kind(op)
+        if work <= 0 and what != "variable":
             continue
-        op_cycles = hardware.OP_CYCLES[graph_costs.op_kind(op)]
+        op_cycles = hardware.OP_CYCLES[what]
         phase = tf2_programs.phase_of(op)
         if accumulating:
             # The update runs in the branch taken once per accumulation (scaling the sums
