@@ -18,6 +18,7 @@ from ipu_emulator.sim.schedules import SCHEDULE_NAMES as SCHEDULES
 from ipu_emulator.sim.timeline import Timeline
 
 IPU_VERSIONS = hardware.IPU_VERSIONS
+ACCUMULATION_DTYPES = {"float32": 4, "float16": 2}
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,16 @@ class PlaygroundConfig:
     ipu_version: str = "ipu2"
     # Unit costs show the schedule's shape as Graphcore's diagrams do; real costs are a tick away.
     unit_cost: bool = True
+    # A backward pass usually takes about twice its forward (two matmuls per weight, not
+    # one): with equal boxes Grouped and Interleaved would tie, which the tutorial says
+    # they do not.  Unit-cost mode only.
+    backward_ratio: float = 2.0
+    # No host transfers, as TF_POPLAR_FLAGS=--use_synthetic_data (Graphcore profiled
+    # pipelines this way): the trace shows the pipeline, not the data feed.
+    synthetic_data: bool = True
+    offload_weights: bool = False
+    offload_activations: bool = False
+    accumulation_dtype: str = "float32"
 
     @property
     def num_stages(self) -> int:
@@ -56,14 +67,19 @@ class PlaygroundResult:
         return self.error is None
 
 
-def layer_names(model: str) -> Tuple[str, ...]:
-    """Names of the layers a split may start at (every layer but the first)."""
-    return tuple(layer.name for layer in builtin_models.builtin_model(model))[1:]
+def split_points(model: str) -> Tuple[str, ...]:
+    """Names of the layers a split may start at: every layer after the first computing one
+    (a split at the input or at the first layer would leave stage 0 empty, always refused).
+
+    >>> split_points("tutorial-mlp")
+    ('dense256', 'dense128', 'dense64', 'dense32', 'logits', 'cel')
+    """
+    return tuple(layer.name for layer in builtin_models.builtin_model(model))[2:]
 
 
 def ordered_splits(model: str, splits) -> Tuple[str, ...]:
     """Splits in model order, whatever order they were picked in."""
-    order = {name: index for index, name in enumerate(layer_names(model))}
+    order = {name: index for index, name in enumerate(split_points(model))}
     return tuple(sorted(set(splits), key=lambda name: order.get(name, len(order))))
 
 
@@ -89,6 +105,11 @@ def simulate(config: PlaygroundConfig) -> PlaygroundResult:
             batch_size=config.batch_size,
             recompute=config.recompute,
             unit_cost=config.unit_cost,
+            backward_ratio=config.backward_ratio if config.unit_cost else 1.0,
+            synthetic_data=config.synthetic_data,
+            offload_weights=config.offload_weights,
+            offload_activations=config.offload_activations,
+            accumulation_dtype_bytes=ACCUMULATION_DTYPES[config.accumulation_dtype],
             title=describe(config))
     except Exception as error:  # pylint: disable=broad-except  (shown to the learner instead)
         return PlaygroundResult(config=config, error=error_text(error))
@@ -103,9 +124,17 @@ def error_text(error: Exception) -> str:
 
 
 def describe(config: PlaygroundConfig) -> str:
+    """The configuration in a line, naming only what differs from the tutorial's usual."""
     stages = config.num_stages
+    extras = [name for name, on in (
+        ("recompute", config.recompute), ("offload weights", config.offload_weights),
+        ("offload activations", config.offload_activations),
+        ("float16 accumulators", config.accumulation_dtype == "float16")) if on]
+    if config.unit_cost:
+        extras.append(f"unit cost, backward {config.backward_ratio:g}x forward")
+    elif config.synthetic_data:
+        extras.append("synthetic data")
     return (f"{config.schedule}, {stages} stage{'s' if stages != 1 else ''}, "
             f"GA count {config.gradient_accumulation_count}, repeat {config.repeat_count}, "
             f"{config.replicas} replica{'s' if config.replicas != 1 else ''}, "
-            f"{config.ipu_version}{', recompute' if config.recompute else ''}"
-            f"{', unit cost' if config.unit_cost else ''}")
+            f"{config.ipu_version}" + "".join(f", {extra}" for extra in extras))

@@ -29,7 +29,7 @@ from ipu_emulator.sim import builtin_models, cost_model, schedules
 from ipu_emulator.sim.timeline import COMPUTE_KINDS, Timeline
 from .playground import metrics_html, render_svg
 from ipu_emulator.sim.hardware import next_power_of_two
-from .playground_model import (PlaygroundConfig, PlaygroundResult, error_text, layer_names,
+from .playground_model import (PlaygroundConfig, PlaygroundResult, error_text, split_points,
                                ordered_splits, simulate)
 
 PICKER_SCHEDULES = ("grouped", "interleaved", "sequential")
@@ -138,7 +138,7 @@ class SplitsPicker(w.VBox):
         self.batch_size = batch_size
         self.min_accumulation = min_accumulation
         style = {"description_width": "initial"}
-        self.layers = w.SelectMultiple(options=layer_names(model),
+        self.layers = w.SelectMultiple(options=split_points(model),
                                        value=ordered_splits(model, splits), rows=7,
                                        description="new stage at", style=style)
         self.schedule = w.Dropdown(options=PICKER_SCHEDULES, value=schedule,

@@ -44,7 +44,8 @@ Memory per IPU (``peak_memory_bytes``): weights + accumulators (parameters x
 ``accumulation_dtype_bytes``; parameters = ``parameter_bytes / variable_dtype_bytes``) +
 optimizer state (only during the weight update when offloaded) + the activations of the
 micro-batches in flight, each held from its forward until its last backward work (``B``,
-or ``W`` when split).  It is sampled as a ``memory`` counter per IPU.
+or ``W`` when split).  It is sampled as a ``memory`` counter per IPU, and the number of
+micro-batches in flight as an ``IN_FLIGHT_COUNTER`` counter.
 
 Pure Python: no TensorFlow import.
 """
@@ -70,6 +71,8 @@ EVENT_KIND = {FORWARD: "forward", BACKWARD: "backward", WEIGHT_GRAD: "backward",
               RECOMPUTE: "recompute", UPDATE: "weight_update"}
 # One "unit" of work for identical stages timed on the hardware model.
 UNIT_STAGE_FLOPS = 1e9
+# The counter of micro-batches whose activations an IPU holds (forward done, backward not).
+IN_FLIGHT_COUNTER = "micro-batches in flight"
 # A scalar float32 loss: what a training pipeline's last stage enqueues per micro-batch.
 LOSS_BYTES = 4
 
@@ -117,12 +120,17 @@ def action_seconds(stage: StageCost, kind: str, target: IPUTarget, split_backwar
     raise ValueError(f"Unknown action kind {kind!r}")
 
 
-def unit_action_time(kind: str, split_backward: bool) -> float:
-    """Unit-cost mode: forward, recompute and backward one unit; a split backward half each."""
+def unit_action_time(kind: str, split_backward: bool, backward_ratio: float = 1.0) -> float:
+    """Unit-cost mode: forward and recompute one unit, backward ``backward_ratio`` units (a
+    split backward half each).
+
+    >>> unit_action_time("B", False, 2.0), unit_action_time("W", True, 2.0)
+    (2.0, 1.0)
+    """
     if kind == UPDATE:
         return 0.0
-    if kind in (BACKWARD, WEIGHT_GRAD) and split_backward:
-        return 0.5
+    if kind in (BACKWARD, WEIGHT_GRAD):
+        return backward_ratio / 2 if split_backward else backward_ratio
     return 1.0
 
 
@@ -167,6 +175,8 @@ class _PipelineSimulationSettings:
     title: str
     variable_dtype_bytes: int
     stages_per_ipu: int
+    backward_ratio: float
+    synthetic_data: bool
 
 
 @dataclass
@@ -244,7 +254,8 @@ def _plan(settings: _PipelineSimulationSettings) -> _Plan:
             same = (k, _SAME_COST_AS.get(kind))
             durations[(k, kind)] = (
                 durations[same] if same in durations
-                else unit_action_time(kind, k in split) if settings.unit_cost
+                else unit_action_time(kind, k in split, settings.backward_ratio)
+                if settings.unit_cost
                 else action_seconds(cost, kind, settings.target, k in split, accumulators[k]))
     return _Plan(settings, built, stages, accumulators, durations, frozenset(split),
                  frozenset(recomputed))
@@ -358,7 +369,7 @@ class _PipelineRun:
             self.placed.append(_PlacedAction(ipu, a, start, end, p))
             return end
         at = earliest
-        if kind == FORWARD and k == 0:
+        if kind == FORWARD and k == 0 and not settings.synthetic_data:
             nbytes = plan.stages[0].input_bytes
             at = max(at, self.infeed_ready.get((p, m), at))
             if synchronous:
@@ -373,7 +384,7 @@ class _PipelineRun:
             at = self._before_weight_update(ipu, at)
         start, end = self._place(ipu, EVENT_KIND[kind], str(a), plan.seconds(a), at, a)
         self.placed.append(_PlacedAction(ipu, a, start, end, p))
-        if kind == FORWARD and k == plan.schedule.num_stages - 1:
+        if kind == FORWARD and k == plan.schedule.num_stages - 1 and not settings.synthetic_data:
             nbytes = plan.stages[k].output_bytes if not settings.training else max(
                 plan.stages[k].output_bytes, LOSS_BYTES)
             if synchronous:
@@ -611,7 +622,7 @@ def _memory_and_in_flight(run: _PipelineRun, start: float) -> Tuple[Dict[int, fl
     for ipu, changes in _memory_deltas(run).items():
         changes.sort(key=lambda change: (change[0], change[1]))
         resident = _resident_bytes(plan, ipu)
-        samples = [(start, resident)]
+        samples = [(start, resident, 0)]
         dynamic = 0.0
         held = peak_held = 0
         peak = resident
@@ -623,12 +634,14 @@ def _memory_and_in_flight(run: _PipelineRun, start: float) -> Tuple[Dict[int, fl
             if held > peak_held:
                 peak_held = held
             value = resident + max(dynamic, 0.0)
-            if value != samples[-1][1] and (index + 1 == len(changes)
-                                             or changes[index + 1][0] != time):
-                samples.append((time, value))
+            # Only the value a time ends with is sampled (a slot freed as another fills).
+            if (value, held) != samples[-1][1:] and (index + 1 == len(changes)
+                                                     or changes[index + 1][0] != time):
+                samples.append((time, value, held))
         for lane in plan.lanes[ipu]:
-            for time, value in samples:
+            for time, value, count in samples:
                 run.builder.count(lane, "memory", time, value)
+                run.builder.count(lane, IN_FLIGHT_COUNTER, time, count)
         peak_memory[ipu] = peak
         peak_in_flight[ipu] = peak_held
     return peak_memory, peak_in_flight
@@ -682,6 +695,8 @@ def simulate_pipeline(
     *,
     variable_dtype_bytes: int = 4,
     stages_per_ipu: int = 2,
+    backward_ratio: float = 1.0,
+    synthetic_data: bool = False,
 ) -> Timeline:
     """Simulate one engine run of a pipelined program: ``repeat_count`` passes of
     ``gradient_accumulation_count`` micro-batches through ``stages``.
@@ -691,7 +706,11 @@ def simulate_pipeline(
     SDK's count rules are not applied).  ``batch_size`` is the micro-batch size (per replica);
     with it the metrics give samples per second and the effective batch size
     ``replicas x batch_size x gradient_accumulation_count``.  ``stages_per_ipu`` is the
-    number of virtual stages per IPU of ``interleaved-1f1b``.
+    number of virtual stages per IPU of ``interleaved-1f1b``.  ``backward_ratio`` is the
+    length of a backward action in forward actions, in unit-cost mode only (real costs come
+    from the stages).  ``synthetic_data`` leaves out every host transfer of data (infeed and
+    outfeed copies and the host's preparation of the data), as
+    ``TF_POPLAR_FLAGS=--use_synthetic_data`` does on the SDK.
 
     Misconfigurations the SDK rejects raise ``schedules.PipelineConfigurationError`` with its
     message; impossible hand-written schedules raise ``schedules.InvalidScheduleError``.
@@ -705,6 +724,12 @@ def simulate_pipeline(
             raise ValueError(f"{what} must be a positive integer, got {value!r}.")
     if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
+    if isinstance(backward_ratio, bool) or not isinstance(backward_ratio, (int, float)) \
+            or not 0 < backward_ratio < float("inf"):
+        raise ValueError(f"backward_ratio must be a positive number, got {backward_ratio!r}.")
+    if backward_ratio != 1 and not unit_cost:
+        raise ValueError("backward_ratio applies in unit-cost mode only: with real costs the "
+                         "stages' FLOPs and ops set how long a backward pass takes.")
     settings = _PipelineSimulationSettings(
         stages=stages, schedule=schedule, gradient_accumulation_count=gradient_accumulation_count,
         repeat_count=repeat_count, replicas=replicas, target=get_target(target),
@@ -712,7 +737,8 @@ def simulate_pipeline(
         device_mapping=device_mapping, training=training, recompute=recompute,
         offload_weights=offload_weights, offload_activations=offload_activations,
         accumulation_dtype_bytes=accumulation_dtype_bytes, unit_cost=unit_cost, title=title,
-        variable_dtype_bytes=variable_dtype_bytes, stages_per_ipu=stages_per_ipu)
+        variable_dtype_bytes=variable_dtype_bytes, stages_per_ipu=stages_per_ipu,
+        backward_ratio=float(backward_ratio), synthetic_data=synthetic_data)
     with _cyclic_gc_paused():
         return _simulate(settings)
 
@@ -741,7 +767,8 @@ def _simulate(settings: _PipelineSimulationSettings) -> Timeline:
     run = _PipelineRun(plan, builder)
 
     start = 0.0 if unit_cost else launch_engine_run(builder, host, 0, 0.0)
-    if not unit_cost and host.host_seconds_per_batch > 0 and plan.stages[0].input_bytes > 0:
+    if (not unit_cost and not settings.synthetic_data and host.host_seconds_per_batch > 0
+            and plan.stages[0].input_bytes > 0):
         # The host prepares infeed elements one after another from the start of the run
         # (prefetching is not limited here).
         for p in range(repeat_count):
@@ -767,7 +794,8 @@ def _simulate(settings: _PipelineSimulationSettings) -> Timeline:
     name = settings.title or (
         f"{plan.schedule.name} pipeline: {plan.schedule.num_stages} stages, "
         f"{micro_batches} micro-batches" + (f" x {repeat_count} passes" if repeat_count > 1
-                                            else ""))
+                                            else "")
+        + (", synthetic data" if settings.synthetic_data and not unit_cost else ""))
     return Timeline(events=builder.events, lanes=lanes, metrics=metrics, title=name,
                     clock=metrics.clock, engine_run_spans=[(0.0, metrics.makespan)],
                     counters=builder.counters, flows=builder.flows, phases=phases)
@@ -777,5 +805,5 @@ __all__ = [
     "simulate_pipeline", "unit_stages", "action_seconds", "unit_action_time",
     "allreduce_seconds", "streaming_memory_seconds", "weight_update_bytes",
     "out_of_memory_message", "format_bytes", "PipelineConfigurationError",
-    "UNIT_STAGE_FLOPS",
+    "UNIT_STAGE_FLOPS", "IN_FLIGHT_COUNTER",
 ]

@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict
 from typing import List
 
+from ipu_emulator.sim.bubbles import bubble_breakdown
 from ipu_emulator.sim.timeline import UNIT_CLOCK, Timeline, check_no_overlaps
 
 _CHROME_PID = 1
@@ -14,8 +15,10 @@ _CHROME_PID = 1
 def to_chrome_trace(timeline: Timeline) -> dict:
     """The timeline in Chrome Trace Event format; ``ts``/``dur`` are simulated microseconds.
 
-    One process, "Simulated IPU system", with one thread (track) per lane; memory counters
-    per IPU; flow arrows for inter-IPU transfers.  Raises ValueError if two events on one lane
+    One process, "Simulated IPU system", with one thread (track) per lane; memory and
+    micro-batches-in-flight counters per IPU; flow arrows for inter-IPU transfers; the
+    bubble split by cause in ``otherData`` (Perfetto's "Info and stats").  Every event's
+    args carry its micro-batch: Perfetto's search (``micro_batch``) follows one.  Raises ValueError if two events on one lane
     overlap (a simulator must never produce that).
     """
     check_no_overlaps(timeline.events)
@@ -43,8 +46,9 @@ def to_chrome_trace(timeline: Timeline) -> dict:
                       "pid": _CHROME_PID, "tid": tid_of[e.lane], "args": args})
 
     for c in timeline.counters:
+        unit = "bytes" if c.name == "memory" else "count"
         trace.append({"name": f"{c.name} {c.lane}", "ph": "C", "ts": c.time * 1e6,
-                      "pid": _CHROME_PID, "args": {"bytes": c.value}})
+                      "pid": _CHROME_PID, "args": {unit: c.value}})
 
     phases = getattr(timeline, "phases", None) or []
     if phases:  # a track of its own above nothing else, so Perfetto shows the phases
@@ -67,7 +71,10 @@ def to_chrome_trace(timeline: Timeline) -> dict:
     return {
         "traceEvents": trace,
         "displayTimeUnit": "ms",
-        "otherData": {"clock": timeline.clock, "title": timeline.title},
+        "otherData": {"clock": timeline.clock, "title": timeline.title,
+                      **({"bubble " + cause: f"{100 * share:.1f} %"
+                          for cause, share in bubble_breakdown(timeline).items()}
+                         if phases else {})},
     }
 
 
@@ -84,6 +91,7 @@ def to_dict(timeline: Timeline) -> dict:
     metrics = asdict(timeline.metrics)
     metrics["host_overhead_fraction"] = timeline.metrics.host_overhead_fraction
     metrics["mean_utilisation"] = timeline.metrics.mean_utilisation
+    metrics["bubble_breakdown"] = bubble_breakdown(timeline)
     return {
         "title": timeline.title,
         "clock": timeline.clock,

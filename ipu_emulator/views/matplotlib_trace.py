@@ -5,12 +5,15 @@ Matplotlib is imported only when plotting, so the rest of the views load without
 from __future__ import annotations
 
 import functools
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from ipu_emulator.sim.timeline import UNIT_CLOCK, Timeline
+from ipu_emulator.views.strips import (MEMORY_COLOUR, MemoryStrip, check_followed, followed,
+                                       memory_strip)
 from ipu_emulator.views.style import (KIND_COLOURS, OTHER_COLOUR, PHASE_COLOURS,
-                                      PIPELINE_ACTION_KINDS, pick_time_unit, resolve_time_unit,
-                                      format_seconds, labels_actions, time_unit_scale)
+                                      PIPELINE_ACTION_KINDS, format_seconds, labels_actions,
+                                      pick_time_unit, resolve_time_unit, time_formatter)
+from ipu_emulator.views.time_axis import FoldedTime, idle_stretches
 
 _MAX_LABELLED_PHASES = 40
 _MAX_SHADED_RUNS = 200
@@ -19,11 +22,19 @@ _MAX_SHADED_RUNS = 200
 _KIND_LAYER = {"stream_copy": 4, "sync": 4, "exchange": 4, "host": 3}
 
 
-def plot_timeline(timeline: Timeline, ax=None, title: Optional[str] = None, time_unit: str = "auto"):
+def plot_timeline(timeline: Timeline, ax=None, title: Optional[str] = None,
+                  time_unit: str = "auto", fold_idle: bool = True,
+                  memory: Union[bool, str] = "auto", follow_micro_batch: Optional[int] = None,
+                  time_axis: Optional[FoldedTime] = None):
     """Draw ``timeline`` as an execution trace: host lane on top, one lane per IPU below.
 
     Colours follow ``KIND_COLOURS``; alternate engine runs are shaded when there are at most
-    200 of them.  Returns the matplotlib Axes.
+    200 of them.  ``fold_idle`` draws a long stretch with every IPU idle (an engine-run
+    launch before a short pipeline) as a narrow hatched band with its length written on it
+    (``views.time_axis``).  ``memory`` adds a strip under each IPU lane with its memory (or,
+    in unit-cost mode, its micro-batches in flight) over time; ``"auto"``: for pipelines.
+    ``follow_micro_batch=k`` fades every other micro-batch's boxes, so one micro-batch can be
+    followed across the IPUs.  Returns the matplotlib Axes.
 
     >>> import matplotlib; matplotlib.use("Agg")
     >>> from ipu_emulator.record import ComputeCost, EngineRun
@@ -35,56 +46,151 @@ def plot_timeline(timeline: Timeline, ax=None, title: Optional[str] = None, time
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    if ax is None:
-        _, ax = plt.subplots(figsize=(10, 0.6 * len(timeline.lanes) + 1.2))
+    check_followed(timeline, follow_micro_batch)
     if timeline.clock == UNIT_CLOCK:  # unit-cost pipelines count time steps, not seconds
         unit, scale = "", 1.0
     else:
         unit, scale = resolve_time_unit(time_unit, timeline.metrics.makespan)
-    lanes = timeline.lanes
-    row_of = {lane: len(lanes) - 1 - i for i, lane in enumerate(lanes)}  # first lane on top
+    if time_axis is None:
+        end = timeline.metrics.makespan
+        time_axis = FoldedTime.build(idle_stretches([timeline], 0.0, end), 0.0, end, fold_idle)
+    strip = memory_strip(timeline, memory)
+    rows = _Rows(timeline.lanes, strip)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(10, 0.6 * rows.height + 1.2))
 
-    bars: Dict[Tuple[str, str], List[Tuple[float, float]]] = {}
+    def x(time: float) -> float:
+        return time_axis.x(time) * scale
+
+    bars: Dict[Tuple[str, str, Optional[bool]], List[Tuple[float, float]]] = {}
     for e in timeline.events:
-        bars.setdefault((e.lane, e.kind), []).append((e.start * scale, (e.end - e.start) * scale))
+        bars.setdefault((e.lane, e.kind, followed(e, follow_micro_batch)), []).append(
+            (x(e.start), x(e.end) - x(e.start)))
     labelled = labels_actions(timeline)
-    for (lane, kind), xranges in bars.items():
+    for (lane, kind, focus), xranges in bars.items():
         colour = KIND_COLOURS.get(kind, OTHER_COLOUR)
         # An edge in the bar's own colour keeps events narrower than a pixel visible when a
         # whole epoch is drawn; at zoomed-in scales it is imperceptible.  A small pipeline
-        # gets white edges instead, so back-to-back actions stay distinguishable.
-        edge = "white" if labelled and kind in PIPELINE_ACTION_KINDS else colour
-        ax.broken_barh(xranges, (row_of[lane] - 0.4, 0.8), facecolors=colour,
-                       edgecolors=edge, linewidth=0.6, zorder=_KIND_LAYER.get(kind, 2))
+        # gets white edges instead, so back-to-back actions stay distinguishable; the
+        # followed micro-batch gets black ones.
+        edge = ("black" if focus else "white" if labelled and kind in PIPELINE_ACTION_KINDS
+                else colour)
+        ax.broken_barh(xranges, (rows.y[lane] - 0.4, 0.8), facecolors=colour,
+                       edgecolors=edge, linewidth=1.2 if focus else 0.6,
+                       alpha=0.25 if focus is False else 1.0,
+                       zorder=_KIND_LAYER.get(kind, 2) + (1 if focus else 0))
     if labelled:  # micro-batch numbers in the boxes, as in Graphcore's pipeline diagrams
         fitting_label = _fitting_label_class()
         for e in timeline.events:
-            if e.kind in PIPELINE_ACTION_KINDS and e.micro_batch is not None and e.end > e.start:
+            if (e.kind in PIPELINE_ACTION_KINDS and e.micro_batch is not None and e.end > e.start
+                    and followed(e, follow_micro_batch) is not False):
                 # "w": the weight-gradient half of a split backward (zero-bubble's 1W3).
                 label = f"w{e.micro_batch}" if "W" in e.name else str(e.micro_batch)
-                ax.add_artist(fitting_label(e.start * scale, e.end * scale, row_of[e.lane],
-                                            label))
+                ax.add_artist(fitting_label(x(e.start), x(e.end), rows.y[e.lane], label))
+    if strip is not None:
+        _draw_strips(ax, strip, rows, x, time_axis.end)
 
     spans = timeline.engine_run_spans
     if 1 < len(spans) <= _MAX_SHADED_RUNS:
-        shaded = [(s * scale, (e - s) * scale) for s, e in spans[1::2]]
-        ax.broken_barh(shaded, (-0.5, len(lanes)), facecolors="#000000", alpha=0.06,
-                       linewidth=0, zorder=0)
+        shaded = [(x(s), x(e) - x(s)) for s, e in spans[1::2]]
+        ax.broken_barh(shaded, (rows.bottom, rows.top - rows.bottom), facecolors="#000000",
+                       alpha=0.06, linewidth=0, zorder=0)
 
-    ax.set_yticks(range(len(lanes)))
-    ax.set_yticklabels(list(reversed(lanes)))
-    ax.set_ylim(-0.5, len(lanes) - 0.5)
-    ax.set_xlim(0, max(timeline.metrics.makespan * scale, 1e-12))
-    _shade_phases(ax, timeline, scale)
+    ax.set_yticks(rows.ticks)
+    ax.set_yticklabels(rows.tick_labels)
+    for label, small in zip(ax.get_yticklabels(), rows.small_ticks):
+        if small:
+            label.set_fontsize("x-small")
+            label.set_color(MEMORY_COLOUR)
+    ax.set_ylim(rows.bottom, rows.top)
+    ax.set_xlim(0, max(x(time_axis.end), 1e-12))
+    _shade_phases(ax, timeline, x, rows.top)
+    _draw_folds(ax, time_axis, x, rows, timeline.clock)
+    if time_axis.folds:
+        ticks = time_axis.ticks(scale)
+        ax.set_xticks([x(t) for t in ticks])
+        ax.set_xticklabels([f"{t * scale:g}" for t in ticks])
     ax.set_xlabel(f"{timeline.clock} ({unit})" if unit else timeline.clock)
-    ax.set_title(title if title is not None else timeline.title,
+    # Left-aligned, a size down: a long title runs on over the legend, not off the figure.
+    ax.set_title(title if title is not None else timeline.title, loc="left", fontsize="medium",
                  pad=14 if getattr(timeline, "phases", None) else None)
     handles = [Patch(facecolor=KIND_COLOURS.get(k, OTHER_COLOUR), label=k.replace("_", " "))
                for k in timeline.kinds_present()]
+    if follow_micro_batch is not None:
+        handles.append(Patch(facecolor="white", edgecolor="black", linewidth=1.2,
+                             label=f"micro-batch {follow_micro_batch}"))
+    if strip is not None:
+        handles.append(Patch(facecolor=MEMORY_COLOUR, alpha=0.45, label=strip.name))
+    if time_axis.folds:
+        handles.append(Patch(facecolor="white", edgecolor="#777777", hatch="////",
+                             label="all IPUs idle (folded)"))
     if handles:
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small",
                   frameon=False)
     return ax
+
+
+class _Rows:
+    """Where each lane (and each IPU's memory strip, under it) sits on the y axis: the first
+    lane on top, a lane 0.8 high, a strip 0.35."""
+
+    STRIP = 0.35
+
+    def __init__(self, lanes: Sequence[str], strip: Optional[MemoryStrip]):
+        self.y: Dict[str, float] = {}
+        self.strip_base: Dict[str, float] = {}
+        self.ticks: List[float] = []
+        self.tick_labels: List[str] = []
+        self.small_ticks: List[bool] = []
+        y = 0.0
+        for lane in lanes:
+            self.y[lane] = y
+            self.ticks.append(y)
+            self.tick_labels.append(lane)
+            self.small_ticks.append(False)
+            y -= 1.0
+            if strip is not None and lane in strip.series:
+                base = y + 0.55 - self.STRIP
+                self.strip_base[lane] = base
+                self.ticks.append(base + self.STRIP / 2)
+                self.tick_labels.append(strip.label(lane))
+                self.small_ticks.append(True)
+                y -= 0.45
+        self.top, self.bottom = 0.5, y + 0.5
+        # Bottom to top, as matplotlib lists ticks.
+        for ticks in (self.ticks, self.tick_labels, self.small_ticks):
+            ticks.reverse()
+
+    @property
+    def height(self) -> float:
+        return self.top - self.bottom
+
+
+def _draw_strips(ax, strip: MemoryStrip, rows: _Rows, x, end: float) -> None:
+    """Each IPU's counter as a filled step line, all on one scale, under its lane."""
+    peak = strip.scale_peak or 1.0
+    for lane, points in strip.series.items():
+        if lane not in rows.strip_base:
+            continue
+        base = rows.strip_base[lane]
+        xs = [x(t) for t, _ in points] + [x(end)]
+        ys = [base + rows.STRIP * value / peak for _, value in points]
+        ys.append(ys[-1])
+        ax.fill_between(xs, base, ys, step="post", color=MEMORY_COLOUR, alpha=0.45,
+                        linewidth=0, zorder=1)
+        ax.plot([xs[0], xs[-1]], [base, base], color=MEMORY_COLOUR, linewidth=0.4, zorder=1)
+
+
+def _draw_folds(ax, time_axis: FoldedTime, x, rows: _Rows, clock: str) -> None:
+    """Each folded stretch: a hatched band with its length written across it."""
+    text_of = time_formatter(clock)
+    for a, b in time_axis.folds:
+        ax.axvspan(x(a), x(b), facecolor="white", edgecolor="#777777", hatch="////",
+                   linewidth=0, alpha=0.6, zorder=6)
+        ax.text((x(a) + x(b)) / 2, (rows.top + rows.bottom) / 2,
+                f"{text_of(b - a)} idle", rotation=90, ha="center", va="center",
+                fontsize="x-small", color="#333333", zorder=7, clip_on=True,
+                bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
 
 
 @functools.cache
@@ -112,17 +218,16 @@ def _fitting_label_class():
     return FittingLabel
 
 
-def _shade_phases(ax, timeline: Timeline, scale: float) -> None:
+def _shade_phases(ax, timeline: Timeline, x, top: float) -> None:
     """Shade each pipeline phase behind the lanes and name it above them."""
     phases = getattr(timeline, "phases", None) or []
-    top = len(timeline.lanes) - 0.5
-    span = max(timeline.metrics.makespan * scale, 1e-12)
+    span = max(x(timeline.metrics.makespan), 1e-12)
     for name, start, end in phases:
-        ax.axvspan(start * scale, end * scale, color=PHASE_COLOURS.get(name, OTHER_COLOUR),
+        ax.axvspan(x(start), x(end), color=PHASE_COLOURS.get(name, OTHER_COLOUR),
                    alpha=0.12, linewidth=0, zorder=0)
-        wide_enough = (end - start) * scale > 0.04 * span
+        wide_enough = x(end) - x(start) > 0.04 * span
         if len(phases) <= _MAX_LABELLED_PHASES and wide_enough:
-            ax.text((start + end) / 2 * scale, top, name, ha="center", va="bottom",
+            ax.text((x(start) + x(end)) / 2, top, name, ha="center", va="bottom",
                     fontsize="x-small", color="#333333", clip_on=False)
 
 
@@ -135,11 +240,14 @@ def makespan_text(timeline: Timeline) -> str:
 
 
 def plot_comparison(timelines: Sequence[Timeline], titles: Optional[Sequence[str]] = None,
-                    sharex: bool = True):
+                    sharex: bool = True, fold_idle: bool = True,
+                    memory: Union[bool, str] = "auto", follow_micro_batch: Optional[int] = None):
     """One trace per timeline, stacked on a shared time axis; returns the Figure.
 
-    Each subplot's title gives the makespan and the number of engine runs, so per-step and
-    looped execution can be compared at a glance.
+    Each subplot's title gives the makespan and, for a pipeline, its bubble (else the number
+    of engine runs), so configurations can be compared at a glance.  ``fold_idle``,
+    ``memory`` and ``follow_micro_batch`` are as in ``plot_timeline``; on a shared axis only
+    stretches idle in every timeline are folded.
     """
     import matplotlib.pyplot as plt
 
@@ -148,20 +256,31 @@ def plot_comparison(timelines: Sequence[Timeline], titles: Optional[Sequence[str
     titles = list(titles) if titles is not None else [t.title for t in timelines]
     if len(titles) != len(timelines):
         raise ValueError(f"Got {len(titles)} titles for {len(timelines)} timelines.")
-    heights = [len(t.lanes) + 1.5 for t in timelines]
+    heights = [_Rows(t.lanes, memory_strip(t, memory)).height + 1.5 for t in timelines]
     fig, axes = plt.subplots(len(timelines), 1, sharex=sharex, squeeze=False,
                              figsize=(10, 0.5 * sum(heights) + 0.5),
                              gridspec_kw={"height_ratios": heights})
     longest = max(t.metrics.makespan for t in timelines)
     unit = pick_time_unit(longest) if sharex else "auto"
+    shared_axis = (FoldedTime.build(idle_stretches(timelines, 0.0, longest), 0.0, longest,
+                                    fold_idle) if sharex else None)
     for ax, timeline, name in zip(axes[:, 0], timelines, titles):
-        m = timeline.metrics
-        runs = f"{m.engine_runs} engine run{'s' if m.engine_runs != 1 else ''}"
-        heading = f"{name + ': ' if name else ''}makespan {makespan_text(timeline)}, {runs}"
-        plot_timeline(timeline, ax=ax, title=heading, time_unit=unit)
+        plot_timeline(timeline, ax=ax, title=f"{name + ': ' if name else ''}"
+                      f"{comparison_heading(timeline)}", time_unit=unit, fold_idle=fold_idle,
+                      memory=memory, follow_micro_batch=follow_micro_batch,
+                      time_axis=shared_axis)
     if sharex:
         for ax in axes[:-1, 0]:
             ax.set_xlabel("")
-        axes[-1, 0].set_xlim(0, max(longest * time_unit_scale(unit), 1e-12))
     fig.tight_layout()
     return fig
+
+
+def comparison_heading(timeline: Timeline) -> str:
+    """``'makespan 38 time steps, bubble 15.8 %'`` for a pipeline, else the makespan and the
+    number of engine runs."""
+    m = timeline.metrics
+    if timeline.phases:
+        return f"makespan {makespan_text(timeline)}, bubble {100 * m.bubble_fraction:.1f} %"
+    return (f"makespan {makespan_text(timeline)}, "
+            f"{m.engine_runs} engine run{'s' if m.engine_runs != 1 else ''}")

@@ -1,6 +1,7 @@
 """The text summary of a timeline: its metrics, each time labelled with its clock."""
 from __future__ import annotations
 
+from ipu_emulator.sim.bubbles import bubble_breakdown
 from ipu_emulator.sim.timeline import Timeline, format_bytes
 from ipu_emulator.views.style import time_formatter
 
@@ -28,6 +29,10 @@ def summary_table(timeline: Timeline) -> str:
         ("bubble fraction" if len(timeline.ipu_lanes) > 1 else "IPU idle fraction",
          f"{100 * m.bubble_fraction:.1f} %"),
     ]
+    if getattr(timeline, "phases", None):
+        rows.append(("  of which", ", ".join(
+            f"{cause} {100 * share:.1f} %" for cause, share in bubble_breakdown(timeline).items()
+            if share >= 0.0005) or "nothing"))
     if m.samples_per_second is not None:
         rows.append((f"samples/s ({clock})", f"{m.samples_per_second:,.0f}"))
     if getattr(m, "effective_batch_size", None) is not None:

@@ -22,13 +22,17 @@ from __future__ import annotations
 import math
 from html import escape
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Set
+from typing import Dict, List, Optional, Sequence, Set, Union
 
 from ipu_emulator.sim.timeline import UNIT_CLOCK, Event, Timeline
-from ipu_emulator.views.style import (KIND_COLOURS, OTHER_COLOUR, PHASE_COLOURS, PIPELINE_ACTION_KINDS,
-                    format_seconds, pick_time_unit, time_unit_scale)
+from ipu_emulator.views.strips import (MEMORY_COLOUR, MemoryStrip, check_followed, followed,
+                                       memory_strip)
+from ipu_emulator.views.style import (KIND_COLOURS, OTHER_COLOUR, PHASE_COLOURS,
+                                      PIPELINE_ACTION_KINDS, format_seconds, pick_time_unit,
+                                      time_formatter, time_unit_scale)
+from ipu_emulator.views.time_axis import FoldedTime, idle_stretches, nice_ticks
 
-LEFT = 64          # room for the lane names
+LEFT = 72          # room for the lane names and the strips' peaks
 RIGHT = 16
 LANE_HEIGHT = 24   # up to _FULL_HEIGHT_LANES lanes; more lanes share that height
 LANE_GAP = 4
@@ -42,66 +46,100 @@ LEGEND_HEIGHT = 24
 _FONT = "font-family:sans-serif"
 _MAX_SHADED_RUNS = 200
 _LABEL_CHAR_PX = 6.5  # rough width of one digit at the label size
+STRIP_HEIGHT = 12  # the in-flight strip under each IPU lane of a pipeline
+FADED = 0.25       # opacity of the micro-batches not followed
 
 
 def timeline_svg(timelines: Sequence[Timeline], width: int = 960,
                  start: Optional[float] = None, end: Optional[float] = None,
-                 titles: Optional[Sequence[str]] = None) -> str:
+                 titles: Optional[Sequence[str]] = None, fold_idle: bool = True,
+                 memory: Union[bool, str] = "auto",
+                 follow_micro_batch: Optional[int] = None) -> str:
     """Stack ``timelines`` on one shared time axis and return an ``<svg>`` element.
 
     ``start``/``end`` bound the visible window (in the timelines' clock; default: from 0 to
-    the longest makespan).  ``titles`` replace the timelines' own titles.
+    the longest makespan).  ``titles`` replace the timelines' own titles.  ``fold_idle``,
+    ``memory`` and ``follow_micro_batch`` are as in ``views.plot_timeline``: long stretches
+    with every IPU idle drawn narrow, an in-flight strip under each IPU lane, one
+    micro-batch outlined and the others faded.
     """
     if not timelines:
         raise ValueError("timeline_svg needs at least one timeline")
+    for timeline in timelines:
+        check_followed(timeline, follow_micro_batch)
     unit_cost = timelines[0].clock == UNIT_CLOCK
     start = 0.0 if start is None else start
     end = max(t.metrics.makespan for t in timelines) if end is None else end
     end = max(end, start + 1e-12)
     unit = "" if unit_cost else pick_time_unit(end - start)
     scale = 1.0 if unit_cost else time_unit_scale(unit)
-    axis = _Axis(start, end, LEFT, width - RIGHT)
+    folded = FoldedTime.build(idle_stretches(timelines, start, end), start, end, fold_idle)
+    axis = _Axis(folded, LEFT, width - RIGHT)
 
     parts: List[str] = []
     y = 0.0
     drawn: Set[str] = set()
+    strips = False
     for index, timeline in enumerate(timelines):
         title = titles[index] if titles else timeline.title
-        y = _panel(parts, timeline, title, axis, y, scale, unit, drawn)
+        strip = memory_strip(timeline, memory)
+        strips = strips or strip is not None
+        y = _panel(parts, timeline, title, axis, y, scale, unit, drawn, strip,
+                   follow_micro_batch)
     kinds = [k for k in KIND_COLOURS if k in drawn] + sorted(drawn - set(KIND_COLOURS))
-    y = _legend(parts, kinds, y)
+    extras = ([("micro-batches in flight", MEMORY_COLOUR)] if strips else []) + (
+        [("all IPUs idle (folded)", "url(#fold)")] if folded.folds else []) + (
+        [(f"micro-batch {follow_micro_batch}", "none")] if follow_micro_batch is not None
+        else [])
+    y = _legend(parts, kinds, y, width, extras)
     height = math.ceil(y)
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
             f'viewBox="0 0 {width} {height}" style="{_FONT};font-size:11px;background:#fff">'
-            + "".join(parts) + "</svg>")
+            + _FOLD_PATTERN + "".join(parts) + "</svg>")
+
+
+# The hatching of a folded stretch of time.
+_FOLD_PATTERN = ('<defs><pattern id="fold" width="6" height="6" patternUnits="userSpaceOnUse" '
+                 'patternTransform="rotate(45)"><rect width="6" height="6" fill="#fff"/>'
+                 '<line x1="0" y1="0" x2="0" y2="6" stroke="#999" stroke-width="1.5"/>'
+                 '</pattern></defs>')
 
 
 class _Axis:
-    """Maps a time to an x pixel."""
+    """Maps a time to an x pixel, through the folded time axis."""
 
-    def __init__(self, start: float, end: float, left: float, right: float):
-        self.start, self.end, self.left, self.right = start, end, left, right
-        self.pixels_per_second = (right - left) / (end - start)
+    def __init__(self, folded: FoldedTime, left: float, right: float):
+        self.folded = folded
+        self.start, self.end, self.left, self.right = folded.start, folded.end, left, right
+        self.pixels_per_unit = (right - left) / max(folded.width, 1e-300)
 
     def x(self, time: float) -> float:
-        return self.left + (min(max(time, self.start), self.end) - self.start) * self.pixels_per_second
+        return self.left + self.folded.x(time) * self.pixels_per_unit
 
     def visible(self, begin: float, finish: float) -> bool:
         return finish >= self.start and begin <= self.end
 
 
 def _panel(parts: List[str], timeline: Timeline, title: str, axis: _Axis, top: float,
-           scale: float, unit: str, kinds_drawn: Set[str]) -> float:
-    """Draw one timeline from ``top`` down (adding the kinds drawn to ``kinds_drawn``);
+           scale: float, unit: str, kinds_drawn_so_far: Set[str],
+           strip: Optional[MemoryStrip], follow: Optional[int]) -> float:
+    """Draw one timeline from ``top`` down (adding the kinds drawn to ``kinds_drawn_so_far``);
     return the y below it."""
     parts.append(f'<text x="{axis.left}" y="{top + 15:.1f}" font-weight="bold" '
                  f'font-size="12px">{escape(title)}</text>')
     lanes_top = top + TITLE_HEIGHT + (PHASE_ROW if timeline.phases else 0)
     height = lane_height(len(timeline.lanes))
     gap = LANE_GAP if height == LANE_HEIGHT else 1
-    lanes_bottom = lanes_top + len(timeline.lanes) * (height + gap)
-    row_top = {lane: lanes_top + i * (height + gap) + gap / 2
-               for i, lane in enumerate(timeline.lanes)}
+    row_top: Dict[str, float] = {}
+    strip_top: Dict[str, float] = {}
+    y = lanes_top
+    for lane in timeline.lanes:
+        row_top[lane] = y + gap / 2
+        y += height + gap
+        if strip is not None and lane in strip.series:
+            strip_top[lane] = y - gap / 2
+            y += STRIP_HEIGHT + gap
+    lanes_bottom = y
 
     _phases(parts, timeline, axis, lanes_top, lanes_bottom)
     _engine_runs(parts, timeline, axis, lanes_top, lanes_bottom)
@@ -114,9 +152,46 @@ def _panel(parts: List[str], timeline: Timeline, title: str, axis: _Axis, top: f
     labelled = _labels_actions(timeline) and height >= _MIN_LABELLED_HEIGHT
     for lane, events in _by_lane(timeline.events).items():
         if lane in row_top:
-            kinds_drawn.update(_lane_events(parts, events, axis, row_top[lane], height,
-                                            labelled, scale, unit))
+            kinds_drawn_so_far.update(_lane_events(parts, events, axis, row_top[lane], height,
+                                                   labelled, scale, unit, follow))
+    if strip is not None:
+        _strips(parts, strip, strip_top, axis)
+    _folds(parts, axis, lanes_top, lanes_bottom, timeline.clock)
     return _ticks(parts, axis, lanes_bottom, scale, unit, timeline.clock)
+
+
+def _strips(parts, strip: MemoryStrip, strip_top: Dict[str, float], axis: _Axis) -> None:
+    """Each IPU's micro-batches in flight as a filled step path, all on one scale."""
+    peak = strip.scale_peak or 1.0
+    for lane, top in strip_top.items():
+        base = top + STRIP_HEIGHT
+        points = [(axis.x(axis.start), base)]
+        for time, value in strip.series[lane]:
+            x = axis.x(time)
+            level = base - STRIP_HEIGHT * value / peak
+            points += [(x, points[-1][1]), (x, level)]
+        points += [(axis.x(axis.end), points[-1][1]), (axis.x(axis.end), base)]
+        path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
+        parts.append(f'<polygon points="{path}" fill="{MEMORY_COLOUR}" fill-opacity="0.45">'
+                     f'<title>{escape(lane)}: {escape(strip.label(lane))}</title></polygon>'
+                     f'<text x="{axis.left - 6}" y="{base - 2:.1f}" text-anchor="end" '
+                     f'font-size="9px" fill="{MEMORY_COLOUR}">{strip.peak(lane):g} in flight'
+                     f'</text>')
+
+
+def _folds(parts, axis: _Axis, lanes_top: float, lanes_bottom: float, clock: str) -> None:
+    """Each folded stretch: a hatched band with its length written on it."""
+    text_of = time_formatter(clock)
+    for a, b in axis.folded.folds:
+        x0, x1 = axis.x(a), axis.x(b)
+        middle = (lanes_top + lanes_bottom) / 2
+        parts.append(f'<rect x="{x0:.1f}" y="{lanes_top:.1f}" width="{x1 - x0:.1f}" '
+                     f'height="{lanes_bottom - lanes_top:.1f}" fill="url(#fold)" '
+                     f'fill-opacity="0.85"><title>all IPUs idle for {escape(text_of(b - a))}'
+                     f' (folded)</title></rect>'
+                     f'<text x="{(x0 + x1) / 2:.1f}" y="{middle + 4:.1f}" text-anchor="middle" '
+                     f'font-size="10px" fill="#333" stroke="#fff" stroke-width="3" '
+                     f'paint-order="stroke">{escape(text_of(b - a))}</text>')
 
 
 def _phases(parts, timeline, axis, lanes_top, lanes_bottom) -> None:
@@ -168,7 +243,8 @@ def lane_height(lanes: int) -> float:
     return max(_MIN_LANE_HEIGHT, _FULL_HEIGHT_LANES * (LANE_HEIGHT + LANE_GAP) / lanes - 1)
 
 
-def _lane_events(parts, events, axis, row_top, height, labelled, scale, unit) -> Set[str]:
+def _lane_events(parts, events, axis, row_top, height, labelled, scale, unit,
+                 follow: Optional[int] = None) -> Set[str]:
     """Draw one lane's boxes; return the kinds drawn (``MIXED`` among them if any)."""
     drawn = set()
     for box in _boxes(events, axis):
@@ -177,11 +253,15 @@ def _lane_events(parts, events, axis, row_top, height, labelled, scale, unit) ->
         colour = MIXED_COLOUR if box.kind == MIXED else KIND_COLOURS.get(box.kind, OTHER_COLOUR)
         single = box.events[0] if len(box.events) == 1 else None
         action = labelled and single is not None and single.kind in PIPELINE_ACTION_KINDS
-        stroke = ' stroke="#fff" stroke-width="0.8"' if action and width > 3 else ""
+        focus = followed(single, follow) if single is not None else (
+            False if follow is not None else None)
+        stroke = (' stroke="#000" stroke-width="1.5"' if focus
+                  else ' stroke="#fff" stroke-width="0.8"' if action and width > 3 else "")
+        fade = f' fill-opacity="{FADED}"' if focus is False else ""
         parts.append(f'<rect x="{box.x0:.1f}" y="{row_top:.1f}" width="{width:.1f}" '
-                     f'height="{height:.1f}" fill="{colour}"{stroke}>'
+                     f'height="{height:.1f}" fill="{colour}"{stroke}{fade}>'
                      f'<title>{escape(_tooltip(box.events, scale, unit))}</title></rect>')
-        if action and single.micro_batch is not None:
+        if action and single.micro_batch is not None and focus is not False:
             label = f"w{single.micro_batch}" if "W" in single.name else str(single.micro_batch)
             if width >= _LABEL_CHAR_PX * len(label) + 2:
                 parts.append(f'<text x="{box.x0 + width / 2:.1f}" '
@@ -258,7 +338,9 @@ def _labels_actions(timeline: Timeline) -> bool:
 def _ticks(parts, axis: _Axis, y: float, scale: float, unit: str, clock: str) -> float:
     parts.append(f'<line x1="{axis.left}" y1="{y:.1f}" x2="{axis.right}" y2="{y:.1f}" '
                  f'stroke="#333"/>')
-    for value in nice_ticks(axis.start * scale, axis.end * scale):
+    values = ([t * scale for t in axis.folded.ticks(scale)] if axis.folded.folds
+              else nice_ticks(axis.start * scale, axis.end * scale))
+    for value in values:
         x = axis.x(value / scale)
         parts.append(f'<line x1="{x:.1f}" y1="{y:.1f}" x2="{x:.1f}" y2="{y + 4:.1f}" '
                      f'stroke="#333"/><text x="{x:.1f}" y="{y + 15:.1f}" '
@@ -269,37 +351,23 @@ def _ticks(parts, axis: _Axis, y: float, scale: float, unit: str, clock: str) ->
     return y + AXIS_HEIGHT
 
 
-def nice_ticks(low: float, high: float, target: int = 8) -> List[float]:
-    """Round tick values (1, 2 or 5 times a power of ten apart) covering [low, high].
-
-    >>> nice_ticks(0, 10)
-    [0, 2, 4, 6, 8, 10]
-    """
-    span = high - low
-    if span <= 0:
-        return [low]
-    raw = span / target
-    power = 10 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
-    digits = max(0, 1 - math.floor(math.log10(step)))  # enough to print the step exactly
-    ticks = []
-    k = math.ceil(low / step - 1e-9)
-    while k * step <= high + step * 1e-9:
-        ticks.append(round(k * step, digits))
-        k += 1
-    return ticks
-
-
-def _legend(parts, kinds: Sequence[str], y: float) -> float:
+def _legend(parts, kinds: Sequence[str], y: float, width: float,
+            extras: Sequence[tuple] = ()) -> float:
+    """One swatch per kind drawn, then ``extras`` (name, fill); wraps to a new row rather
+    than run off the right edge."""
+    entries = [("several kinds, finer than a pixel" if kind == MIXED else kind.replace("_", " "),
+                MIXED_COLOUR if kind == MIXED else KIND_COLOURS.get(kind, OTHER_COLOUR))
+               for kind in kinds] + list(extras)
     x = LEFT
-    for kind in kinds:
-        name = ("several kinds, finer than a pixel" if kind == MIXED
-                else kind.replace("_", " "))
-        colour = MIXED_COLOUR if kind == MIXED else KIND_COLOURS.get(kind, OTHER_COLOUR)
+    for name, fill in entries:
+        entry_width = 16 + 7 * len(name) + 14
+        if x > LEFT and x + entry_width > width:
+            x, y = LEFT, y + LEGEND_HEIGHT - 6
+        outline = ' stroke="#000" stroke-width="1.5"' if fill == "none" else ""
         parts.append(f'<rect x="{x}" y="{y + 6:.1f}" width="12" height="12" '
-                     f'fill="{colour}"/>'
+                     f'fill="{fill}"{outline}/>'
                      f'<text x="{x + 16}" y="{y + 16:.1f}">{escape(name)}</text>')
-        x += 16 + 7 * len(name) + 14
+        x += entry_width
     return y + LEGEND_HEIGHT
 
 
@@ -308,4 +376,4 @@ def launch_note(seconds: float) -> str:
     return f"after the host's {format_seconds(seconds)} engine-run launch"
 
 
-__all__ = ["timeline_svg", "nice_ticks", "launch_note"]
+__all__ = ["timeline_svg", "nice_ticks", "launch_note"]  # nice_ticks: from views.time_axis

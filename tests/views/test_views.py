@@ -71,14 +71,14 @@ def test_plot_timeline_draws_lanes_kinds_and_clock():
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert legend == ["forward", "backward", "weight update", "sync", "stream copy", "host"]
     assert ax.get_xlabel() == "simulated IPU time (ms)"
-    assert ax.get_title() == "per step"
+    assert ax.get_title(loc="left") == "per step"
 
 
 def test_plot_timeline_sharded_lanes_and_units():
     ax = plot_timeline(sharded(), title="custom", time_unit="us")
     assert len(ax.get_yticklabels()) == 5  # host + 4 IPUs
     assert ax.get_xlabel() == "simulated IPU time (µs)"
-    assert ax.get_title() == "custom"
+    assert ax.get_title(loc="left") == "custom"
     assert "exchange" in [t.get_text() for t in ax.get_legend().get_texts()]
     with pytest.raises(ValueError, match="time_unit"):
         plot_timeline(sharded(), time_unit="hours")
@@ -97,11 +97,11 @@ def test_plot_comparison_shares_time_axis():
     assert len(axes) == 2
     assert axes[0].get_xlim() == axes[1].get_xlim()
     assert axes[0].get_xlim()[1] == pytest.approx(a.metrics.makespan * 1e3)
-    assert "makespan" in axes[0].get_title() and "20 engine runs" in axes[0].get_title()
-    assert "1 engine run" in axes[1].get_title() and "simulated IPU time" in axes[1].get_title()
+    assert "makespan" in axes[0].get_title(loc="left") and "20 engine runs" in axes[0].get_title(loc="left")
+    assert "1 engine run" in axes[1].get_title(loc="left") and "simulated IPU time" in axes[1].get_title(loc="left")
     assert axes[1].get_xlabel() == "simulated IPU time (ms)"
     fig = plot_comparison([a, b], titles=["A", "B"])
-    assert fig.get_axes()[0].get_title().startswith("A: makespan")
+    assert fig.get_axes()[0].get_title(loc="left").startswith("A: makespan")
     with pytest.raises(ValueError):
         plot_comparison([a, b], titles=["only one"])
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from widgets import PipelinePlayground, PlaygroundConfig, simulate
-from widgets.playground_model import IPU_VERSIONS, SCHEDULES, layer_names
+from widgets.playground_model import IPU_VERSIONS, SCHEDULES, split_points
 
 SVG_START = "<svg"
 
@@ -91,7 +91,7 @@ def test_compare_mode_simulates_two_configurations(playground):
 
 def test_changing_the_model_offers_its_layers(playground):
     playground.controls.model.value = "tutorial-convnet"
-    assert tuple(playground.controls.splits.options) == layer_names("tutorial-convnet")
+    assert tuple(playground.controls.splits.options) == split_points("tutorial-convnet")
     assert playground.results[0].config.model == "tutorial-convnet"
     assert playground.results[0].ok
 
@@ -110,7 +110,7 @@ _control_changes = st.one_of(
     st.tuples(st.just("recompute"), st.booleans()),
     st.tuples(st.just("unit_cost"), st.booleans()),
     st.tuples(st.just("ipu_version"), st.sampled_from(IPU_VERSIONS)),
-    st.tuples(st.just("splits"), st.sets(st.sampled_from(layer_names("tutorial-mlp")),
+    st.tuples(st.just("splits"), st.sets(st.sampled_from(split_points("tutorial-mlp")),
                                          max_size=5).map(tuple)),
 )
 
