@@ -97,6 +97,8 @@ class FoldedTime:
         width = max(self.width, 1e-300)
         for a, b in self.segments():
             share = (self.x(b) - self.x(a)) / width
+            if share < 0.02:
+                continue  # a sliver between folds: no room for ticks
             count = max(2, round(target * share))
             for value in nice_ticks(a * scale, b * scale, count):
                 time = value / scale
@@ -112,9 +114,9 @@ def nice_ticks(low: float, high: float, target: int = 8) -> List[float]:
     [0, 2, 4, 6, 8, 10]
     """
     span = high - low
-    if span <= 0:
-        return [low]
     raw = span / target
+    if raw <= 0:  # an empty span, or one too small to divide
+        return [low]
     power = 10 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
     digits = max(0, 1 - math.floor(math.log10(step)))  # enough to print the step exactly
