@@ -182,16 +182,19 @@ class ProgramRecord:
     def host_seconds(self) -> float:
         return sum(run.host_seconds or 0.0 for run in self.runs)
 
-    def simulate(self, target="ipu2", host=None, batch_size=None, title=""):
+    def simulate(self, target="ipu2", host=None, batch_size=None, title="",
+                 synthetic_data=None):
         """The simulated IPU timeline of these runs: a convenience for
-        ``ipu_emulator.sim.recorded_runs.simulate_record(self, ...)``.
+        ``ipu_emulator.sim.recorded_runs.simulate_record(self, ...)`` (which says what
+        ``synthetic_data`` does).
 
         This module is data only and imports no simulator; the simulator registers itself
         here when it is imported (``import ipu_emulator`` does that).
         """
         if _simulator is None:
             raise RuntimeError("No simulator is loaded: import ipu_emulator.sim.recorded_runs.")
-        return _simulator(self, target=target, host=host, batch_size=batch_size, title=title)
+        return _simulator(self, target=target, host=host, batch_size=batch_size, title=title,
+                          synthetic_data=synthetic_data)
 
 
 # The function ``ProgramRecord.simulate`` calls (``recorded_runs.simulate_record``).

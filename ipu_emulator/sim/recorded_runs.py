@@ -34,10 +34,25 @@ from ipu_emulator.sim.timeline import (HOST_LANE, Metrics, Timeline, ipu_lane, s
                                       timeline_metrics)
 
 
+def synthetic_by_default(run: EngineRun) -> bool:
+    """Pipelined and replicated runs are shown with synthetic data unless asked otherwise,
+    as Graphcore profiled them (``TF_POPLAR_FLAGS=--use_synthetic_data``): their lesson is
+    the IPUs' work and exchanges, which the data feed's copies would bury."""
+    return run.pipeline is not None or run.replicas > 1
+
+
 def simulate_run(run: EngineRun, target: Union[str, IPUTarget] = "ipu2",
                  host: Optional[HostModel] = None,
-                 batch_size: Optional[int] = None) -> Timeline:
-    """The simulated timeline of one engine run (sharded, pipelined or single-IPU)."""
+                 batch_size: Optional[int] = None,
+                 synthetic_data: Optional[bool] = False) -> Timeline:
+    """The simulated timeline of one engine run (sharded, pipelined or single-IPU).
+
+    ``synthetic_data`` leaves out the data's host transfers (``None``: for pipelined and
+    replicated runs, ``synthetic_by_default``)."""
+    if synthetic_data is None:
+        synthetic_data = synthetic_by_default(run)
+    if synthetic_data:
+        run = _without_data(run)
     if not run.stages or run.iterations == 0:
         return simulate_engine_runs([replace(run, stages=(), pipeline=None)], target=target,
                                     host=host, batch_size=batch_size)
@@ -58,9 +73,10 @@ def simulate_run(run: EngineRun, target: Union[str, IPUTarget] = "ipu2",
             stages, "sequential", gradient_accumulation_count=accumulated,
             repeat_count=run.iterations // accumulated, replicas=max(1, run.replicas),
             target=target,
-            host=host, batch_size=batch_size, training=training,
+            host=host, batch_size=batch_size, training=training, synthetic_data=synthetic_data,
             title=f"sharded over {len(stages)} IPUs: {run.iterations} step"
-                  f"{'s' if run.iterations != 1 else ''}")
+                  f"{'s' if run.iterations != 1 else ''}"
+                  f"{', synthetic data' if synthetic_data else ''}")
     gac = settings.gradient_accumulation_count
     repeat_count = settings.repeat_count
     if gac * repeat_count != run.iterations and repeat_count > 0:
@@ -73,15 +89,15 @@ def simulate_run(run: EngineRun, target: Union[str, IPUTarget] = "ipu2",
         training=settings.training, recompute=settings.recompute,
         offload_weights=settings.offload_weights,
         offload_activations=settings.offload_activations,
-        accumulation_dtype_bytes=settings.accumulation_dtype_bytes)
+        accumulation_dtype_bytes=settings.accumulation_dtype_bytes, synthetic_data=synthetic_data)
 
 
 def simulate_runs(runs: Sequence[EngineRun], target: Union[str, IPUTarget] = "ipu2",
                   host: Optional[HostModel] = None, batch_size: Optional[int] = None,
-                  title: str = "") -> Timeline:
+                  title: str = "", synthetic_data: Optional[bool] = False) -> Timeline:
     """The simulated timeline of ``runs`` executed one after another."""
     target = get_target(target)
-    timelines = [simulate_run(run, target, host, batch_size) for run in runs]
+    timelines = [simulate_run(run, target, host, batch_size, synthetic_data) for run in runs]
     if len(timelines) == 1:
         only = timelines[0]
         return replace(only, title=title or only.title,
@@ -91,18 +107,35 @@ def simulate_runs(runs: Sequence[EngineRun], target: Union[str, IPUTarget] = "ip
 
 def simulate_record(program_record: record.ProgramRecord, target: Union[str, IPUTarget] = "ipu2",
                     host: Optional[HostModel] = None, batch_size: Optional[int] = None,
-                    title: str = "") -> Timeline:
+                    title: str = "", synthetic_data: Optional[bool] = None) -> Timeline:
     """The simulated IPU timeline of a recording (``ProgramRecord.simulate`` calls this).
 
     Runs of sharded or pipelined programs are simulated stage by stage with their measured
     stage costs: shards take turns, pipeline stages follow the program's schedule.  Runs of
-    one-IPU programs go to ``timeline.simulate_engine_runs``.
+    one-IPU programs go to ``timeline.simulate_engine_runs``.  ``synthetic_data``: leave out
+    the data's host transfers; by default (``None``) for pipelined and replicated runs only
+    (``synthetic_by_default``); the title then says ", synthetic data".
     """
     runs = program_record.runs
+    synthetic = [synthetic_by_default(run) if synthetic_data is None else synthetic_data
+                 for run in runs]
     if any(run.stages for run in runs):
-        return simulate_runs(runs, target=target, host=host, batch_size=batch_size, title=title)
-    return simulate_engine_runs(runs, target=target, host=host, batch_size=batch_size,
-                                title=title)
+        timeline = simulate_runs(runs, target=target, host=host, batch_size=batch_size,
+                                 title=title, synthetic_data=synthetic_data)
+    else:
+        runs = [_without_data(run) if leave_out else run
+                for run, leave_out in zip(runs, synthetic)]
+        timeline = simulate_engine_runs(runs, target=target, host=host, batch_size=batch_size,
+                                        title=title)
+    if any(synthetic) and "synthetic data" not in timeline.title:
+        timeline = replace(timeline, title=f"{timeline.title}, synthetic data")
+    return timeline
+
+
+def _without_data(run: EngineRun) -> EngineRun:
+    """The run with synthetic data: nothing crosses the host link."""
+    return replace(run, infeed_bytes_per_iteration=0, outfeed_bytes_per_iteration=0,
+                   input_bytes=0, output_bytes=0)
 
 
 record.use_simulator(simulate_record)

@@ -1,4 +1,6 @@
-"""``python -m ipu_emulator simulate``: JSON facts, text output, errors, no TensorFlow."""
+"""``python -m ipu_emulator simulate``: JSON facts, text output, errors, the size limit, no
+TensorFlow."""
+import argparse
 import json
 import subprocess
 import sys
@@ -7,6 +9,7 @@ import textwrap
 import pytest
 
 from ipu_emulator.cli import simulate as simulate_command
+from ipu_emulator.sim import pipeline_simulator, schedules
 
 
 def simulate(*args, check=True):
@@ -118,9 +121,11 @@ def test_a_model_without_splits_runs_on_one_ipu_and_json_gives_cycles():
     assert data["metrics"]["makespan_cycles"] == round(data["metrics"]["makespan"] * 1.33e9)
     event = data["events"][0]
     assert event["end_cycles"] == round(event["end"] * 1.33e9)
-    # Synthetic data: no infeed copies from the host, only the losses' outfeed.
-    copies = [e["name"] for e in data["events"] if e["kind"] == "stream_copy"]
-    assert copies and not any("infeed" in name for name in copies)
+    # Synthetic data: nothing crosses the host link, neither the data nor the losses.
+    assert [e for e in data["events"] if e["kind"] == "stream_copy"] == []
+    real = simulate_json("--model", "tutorial-mlp", "--micro-batches", "16")
+    assert {e["name"] for e in real["events"] if e["kind"] == "stream_copy"} == {
+        "StreamCopy infeed (host->IPU)", "StreamCopy outfeed (IPU->host)"}
 
 
 def test_one_ipu_sharding_and_pipelining_of_one_model_can_be_compared():
@@ -131,3 +136,210 @@ def test_one_ipu_sharding_and_pipelining_of_one_model_can_be_compared():
     pipelined = per_sample("--splits", "dense32", "--schedule", "grouped")
     sharded = per_sample("--splits", "dense32", "--schedule", "sequential")
     assert pipelined < single < sharded  # the tutorial's lesson, steps 1 to 3
+
+
+# --- sizes below 1 ----------------------------------------------------------------------
+
+
+def parse(*args):
+    parser = argparse.ArgumentParser()
+    simulate_command.add_arguments(parser)
+    return parser.parse_args(list(args))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--stages", "0"], "--stages must be at least 1, got 0."),
+    (["--stages", "-3", "--schedule", "gpipe"], "--stages must be at least 1, got -3."),
+    (["--micro-batches", "0"], "--micro-batches must be at least 1, got 0."),
+    (["--gradient-accumulation-count", "-8"],
+     "--gradient-accumulation-count must be at least 1, got -8."),
+    (["--repeat-count", "0"], "--repeat-count must be at least 1, got 0."),
+    (["--replicas", "0"], "--replicas must be at least 1, got 0."),
+    (["--model", "tutorial-mlp", "--batch-size", "0"], "--batch-size must be at least 1, got 0."),
+    (["--schedule", "interleaved-1f1b", "--stages-per-ipu", "0"],
+     "--stages-per-ipu must be at least 1, got 0."),
+])
+def test_a_size_below_one_names_the_flag_as_typed(args, message, capsys):
+    assert simulate_command.main(args) == 1
+    captured = capsys.readouterr()
+    assert captured.err == f"error: {message}\n" and captured.out == ""
+
+
+def test_the_sdks_own_rules_keep_their_messages(capsys):
+    # One stage is a size the CLI accepts (a model on one IPU), so the SDK's rule answers.
+    assert simulate_command.main(["--stages", "1"]) == 1
+    assert capsys.readouterr().err == (
+        "ValueError: Pipeline requires at least two computational stages.\n")
+    assert simulate_command.main(["--stages", "4", "--micro-batches", "4"]) == 1
+    assert capsys.readouterr().err.startswith(
+        "FailedPreconditionError: The number of iterations of the pipeline must be a multiple "
+        "of 8, but it is 4.")
+
+
+# --- the size limit ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [
+    ("--schedule", "grouped", "--stages", "2", "--micro-batches", "4"),
+    ("--schedule", "grouped", "--stages", "8", "--micro-batches", "64", "--recompute"),
+    ("--schedule", "grouped", "--stages", "4", "--micro-batches", "16", "--inference"),
+    ("--schedule", "interleaved", "--stages", "4", "--micro-batches", "32", "--unit-cost"),
+    ("--schedule", "interleaved", "--stages", "4", "--micro-batches", "8", "--recompute"),
+    ("--schedule", "sequential", "--stages", "8", "--micro-batches", "16", "--recompute"),
+    ("--schedule", "gpipe", "--stages", "4", "--micro-batches", "16", "--replicas", "2",
+     "--repeat-count", "3"),
+    ("--schedule", "1f1b", "--stages", "16", "--micro-batches", "32", "--recompute"),
+    ("--schedule", "interleaved-1f1b", "--stages", "8", "--micro-batches", "16"),
+    ("--schedule", "zero-bubble", "--stages", "4", "--micro-batches", "16", "--unit-cost"),
+    ("--model", "tutorial-mlp", "--micro-batches", "16"),
+    ("--model", "tutorial-mlp", "--micro-batches", "4", "--inference"),
+    ("--model", "tutorial-mlp", "--splits", "dense128", "dense32", "--micro-batches", "24",
+     "--replicas", "2", "--repeat-count", "2"),
+    ("--model", "tutorial-mlp", "--splits", "dense128", "dense64", "dense32", "--micro-batches",
+     "8", "--schedule", "interleaved", "--synthetic-data"),
+    ("--model", "tutorial-mlp", "--splits", "dense128", "dense64", "dense32", "--micro-batches",
+     "8", "--schedule", "sequential", "--offload-activations", "--offload-weights"),
+    ("--model", "tutorial-mlp", "--splits", "dense32", "--micro-batches", "16", "--schedule",
+     "1f1b", "--recompute", "--offload-activations"),
+])
+def test_the_event_estimate_is_within_a_factor_of_one_and_a_half(args):
+    options = parse(*args)
+    _, timeline = simulate_command.simulate(options)
+    assert 1 / 1.5 <= simulate_command.estimate_events(options) / len(timeline.events) <= 1.5
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--stages", "2000", "--micro-batches", "100000"],
+     "this request would simulate about 600,000,000 events (about 2 hours here); the limit is "
+     "1,000,000 events."),
+    (["--stages", "2000", "--micro-batches", "100000", "--json"],
+     "this request would simulate about 600,000,000 events (about 5 hours here); the limit is "
+     "1,000,000 events."),
+    (["--stages", "8", "--micro-batches", "1024", "--unit-cost", "--replicas", "64",
+      "--repeat-count", "2"],
+     "this request would simulate about 2,100,000 events (about 21 seconds here); the limit is "
+     "1,000,000 events."),
+    (["--stages", "8", "--micro-batches", "65536", "--unit-cost"],  # just over: exact count
+     "this request would simulate about 1,048,584 events (about 10 seconds here); the limit is "
+     "1,000,000 events."),
+    (["--stages", str(10 ** 10), "--micro-batches", str(10 ** 10)],
+     "this request would simulate about 400,000,000,000,000,000,000 events (more than a year "
+     "here); the limit is 1,000,000 events."),
+])
+def test_an_oversized_request_is_refused_before_anything_is_built(args, message, monkeypatch,
+                                                                  capsys):
+    def not_called(*args, **kwargs):
+        raise AssertionError("an oversized request must be refused before any work")
+    monkeypatch.setattr(simulate_command, "stage_costs_for", not_called)
+    monkeypatch.setattr(schedules, "build_checked_schedule", not_called)
+    monkeypatch.setattr(pipeline_simulator, "simulate_pipeline", not_called)
+    assert simulate_command.main(args) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (f"error: {message} Use fewer stages, micro-batches, repeats or "
+                            "replicas.\n")
+
+
+def test_a_request_at_the_limit_is_accepted():
+    # 8 unit stages x 62,496 micro-batches: 8 x 62,496 x 2 actions + 8 updates = 999,944.
+    options = parse("--stages", "8", "--micro-batches", "62496", "--unit-cost")
+    assert simulate_command.check_request_size(options) == 999_944
+    with pytest.raises(simulate_command.RequestTooLargeError):
+        simulate_command.check_request_size(
+            parse("--stages", "8", "--micro-batches", "62504", "--unit-cost"))
+
+
+def test_the_limit_is_named_in_the_help_and_the_docstring(capsys):
+    from ipu_emulator.__main__ import main
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    limit = f"{simulate_command.MAX_EVENTS:,}"
+    assert f"MAX_EVENTS = {limit}" in " ".join(capsys.readouterr().out.split())
+    assert f"``MAX_EVENTS`` ({limit} events" in simulate_command.__doc__
+
+
+# --- the schedule's steps and the makespan -----------------------------------------------
+
+
+def unit_cost_makespan(schedule, passes):
+    """Each step lasts as long as its busiest IPU's actions one after another (one time step
+    each); weight updates take none."""
+    per_pass = sum(max([sum(1 for a in step if a.kind != "U" and schedule.ipu_of(a.stage) == ipu)
+                        for ipu in range(schedule.num_ipus)])
+                   for step in schedule.steps)
+    return passes * per_pass
+
+
+@pytest.mark.parametrize("schedule", ["grouped", "interleaved", "sequential"])
+@pytest.mark.parametrize("extra", [(), ("--recompute",), ("--inference",),
+                                   ("--repeat-count", "2"),
+                                   ("--device-mapping", "0", "1", "1", "0", "--inference")])
+def test_the_steps_note_gives_the_makespan_of_the_steps(schedule, extra):
+    options = parse("--stages", "4", "--micro-batches", "16", "--schedule", schedule,
+                    "--unit-cost", *extra)
+    built, timeline = simulate_command.simulate(options)
+    expected = unit_cost_makespan(built, options.repeat_count)
+    assert timeline.metrics.makespan == expected
+    note = simulate_command.steps_note(built, timeline, options)
+    if expected == len(built.steps):
+        assert note is None
+    else:
+        assert note.startswith(f"({len(built.steps)} schedule steps")
+        assert note.endswith(f" is {expected} time steps)")
+
+
+def test_text_output_explains_why_the_steps_and_the_makespan_differ(capsys):
+    assert simulate_command.main(["--stages", "4", "--micro-batches", "16", "--schedule",
+                                  "grouped", "--unit-cost"]) == 0
+    out = capsys.readouterr().out
+    assert "training; synchronous, 23 time steps" in out
+    assert ("\n(23 schedule steps; a step runs each IPU's actions one after another and weight "
+            "updates take no time, so the simulated makespan is 38 time steps)\n") in out
+    assert "makespan (unit time steps)                    38" in out
+
+    assert simulate_command.main(["--stages", "4", "--micro-batches", "16", "--schedule",
+                                  "sequential", "--unit-cost", "--repeat-count", "2"]) == 0
+    assert ("(132 schedule steps per pass; weight updates take no time, so the 2 passes' "
+            "simulated makespan is 256 time steps)") in capsys.readouterr().out
+
+    assert simulate_command.main(["--stages", "4", "--micro-batches", "16", "--unit-cost",
+                                  "--inference", "--repeat-count", "3"]) == 0
+    assert ("(19 schedule steps per pass, so the 3 passes' simulated makespan is 57 time "
+            "steps)") in capsys.readouterr().out
+
+    assert simulate_command.main(["--stages", "4", "--micro-batches", "16", "--schedule",
+                                  "grouped"]) == 0
+    out = capsys.readouterr().out
+    assert ("\n(23 schedule steps; each lasts as long as its busiest IPU, plus a sync and any "
+            "exchange: see the makespan below)\n") in out
+    assert "makespan (simulated IPU time)" in out
+
+
+@pytest.mark.parametrize("args", [
+    ("--schedule", "grouped", "--inference"),  # the steps and the makespan agree
+    ("--schedule", "1f1b"),                     # asynchronous: no steps counted
+])
+def test_no_steps_note_when_nothing_differs(args, capsys):
+    assert simulate_command.main(["--stages", "4", "--micro-batches", "16", "--unit-cost",
+                                  *args]) == 0
+    out = capsys.readouterr().out
+    assert "schedule steps" not in out and "schedule: 4 stages" in out
+
+
+def test_a_longer_backward_in_unit_cost_mode():
+    def makespan(schedule, *ratio):
+        return simulate_json("--unit-cost", "--schedule", schedule, *ratio)["metrics"]["makespan"]
+    assert makespan("grouped") == makespan("interleaved") == 38
+    assert (makespan("grouped", "--backward-ratio", "2"),
+            makespan("interleaved", "--backward-ratio", "2")) == (57, 72)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--backward-ratio", "0"], "error: --backward-ratio must be above 0, got 0.\n"),
+    (["--backward-ratio", "2"], "error: --backward-ratio needs --unit-cost: with real costs "
+                                "the model's FLOPs and ops set how long a backward pass takes.\n"),
+])
+def test_a_backward_ratio_needs_unit_cost_and_a_positive_value(args, message, capsys):
+    extra = ["--unit-cost"] if args[1] == "0" else []
+    assert simulate_command.main(args + extra) == 1
+    assert capsys.readouterr().err == message
