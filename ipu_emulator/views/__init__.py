@@ -12,6 +12,9 @@ Every time shown names its clock, so simulated IPU time is never mistaken for ho
     >>> trace = to_chrome_trace(timeline)        # json.dump it and open in ui.perfetto.dev
     >>> ax = plot_timeline(timeline)              # doctest: +SKIP
 """
+# What a lesson needs beside the drawing: one pass of a pipeline, and its bubble by cause.
+from ipu_emulator.sim.bubbles import bubble_breakdown, textbook_bubble
+from ipu_emulator.sim.passes import one_pass
 from ipu_emulator.views.export import save_chrome_trace, to_chrome_trace, to_dict
 from ipu_emulator.views.matplotlib_trace import plot_comparison, plot_timeline
 from ipu_emulator.views.style import (KIND_COLOURS, PHASE_COLOURS, format_seconds,
@@ -22,5 +25,6 @@ from ipu_emulator.views.svg import timeline_svg
 __all__ = [
     "KIND_COLOURS", "PHASE_COLOURS", "format_seconds", "pick_time_unit", "time_unit_scale",
     "plot_timeline", "plot_comparison", "summary_table", "timeline_svg",
-    "to_chrome_trace", "save_chrome_trace", "to_dict",
+    "to_chrome_trace", "save_chrome_trace", "to_dict", "one_pass", "bubble_breakdown",
+    "textbook_bubble",
 ]
