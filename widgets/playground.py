@@ -265,7 +265,8 @@ def render_svg(timelines: List[Timeline], width: int = 960,
     """
     follow = follow_micro_batch if all(
         any(e.micro_batch == follow_micro_batch for e in t.events) for t in timelines) else None
-    return svg.timeline_svg(timelines, width=width, follow_micro_batch=follow)
+    # Compute boxes at least 4 px wide, so 64 micro-batches stay legible (the trace scrolls).
+    return svg.timeline_svg(timelines, width=width, follow_micro_batch=follow, min_box_px=4)
 
 
 def metrics_html(results: List[PlaygroundResult]) -> str:

@@ -24,7 +24,7 @@ from html import escape
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Set, Union
 
-from ipu_emulator.sim.timeline import UNIT_CLOCK, Event, Timeline
+from ipu_emulator.sim.timeline import COMPUTE_KINDS, UNIT_CLOCK, Event, Timeline
 from ipu_emulator.views.strips import (MEMORY_COLOUR, MemoryStrip, check_followed, followed,
                                        memory_strip)
 from ipu_emulator.views.style import (KIND_COLOURS, OTHER_COLOUR, PHASE_COLOURS,
@@ -54,14 +54,16 @@ def timeline_svg(timelines: Sequence[Timeline], width: int = 960,
                  start: Optional[float] = None, end: Optional[float] = None,
                  titles: Optional[Sequence[str]] = None, fold_idle: bool = True,
                  memory: Union[bool, str] = "auto",
-                 follow_micro_batch: Optional[int] = None) -> str:
+                 follow_micro_batch: Optional[int] = None, min_box_px: float = 0.0) -> str:
     """Stack ``timelines`` on one shared time axis and return an ``<svg>`` element.
 
     ``start``/``end`` bound the visible window (in the timelines' clock; default: from 0 to
     the longest makespan).  ``titles`` replace the timelines' own titles.  ``fold_idle``,
     ``memory`` and ``follow_micro_batch`` are as in ``views.plot_timeline``: long stretches
     with every IPU idle drawn narrow, an in-flight strip under each IPU lane, one
-    micro-batch outlined and the others faded.
+    micro-batch outlined and the others faded.  ``min_box_px`` widens the picture (up to
+    ``MAX_WIDTH``; the widgets scroll it) until every IPU lane that computes has a compute
+    box at least that wide: 64 micro-batches at real costs would otherwise be hairlines.
     """
     if not timelines:
         raise ValueError("timeline_svg needs at least one timeline")
@@ -74,6 +76,8 @@ def timeline_svg(timelines: Sequence[Timeline], width: int = 960,
     unit = "" if unit_cost else pick_time_unit(end - start)
     scale = 1.0 if unit_cost else time_unit_scale(unit)
     folded = FoldedTime.build(idle_stretches(timelines, start, end), start, end, fold_idle)
+    if min_box_px > 0:
+        width = max(width, _width_for_boxes(timelines, folded, min_box_px))
     axis = _Axis(folded, LEFT, width - RIGHT)
 
     parts: List[str] = []
@@ -96,6 +100,25 @@ def timeline_svg(timelines: Sequence[Timeline], width: int = 960,
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
             f'viewBox="0 0 {width} {height}" style="{_FONT};font-size:11px;background:#fff">'
             + _FOLD_PATTERN + "".join(parts) + "</svg>")
+
+
+MAX_WIDTH = 6000  # pixels: wider, a trace is better read one pass at a time
+
+
+def _width_for_boxes(timelines, folded: FoldedTime, min_box_px: float) -> int:
+    """The picture width at which each computing IPU lane's longest compute box (as drawn,
+    clipped to the window) is ``min_box_px`` wide, capped at ``MAX_WIDTH``."""
+    longest: Dict[tuple, float] = {}
+    for index, timeline in enumerate(timelines):
+        for e in timeline.events:
+            if e.ipu is not None and e.kind in COMPUTE_KINDS:
+                drawn = folded.x(e.end) - folded.x(e.start)
+                key = (index, e.lane)
+                longest[key] = max(longest.get(key, 0.0), drawn)
+    shortest = min((d for d in longest.values() if d > 0), default=0.0)
+    if shortest <= 0:
+        return 0
+    return min(MAX_WIDTH, math.ceil(LEFT + RIGHT + min_box_px * folded.width / shortest))
 
 
 # The hatching of a folded stretch of time.

@@ -1,0 +1,87 @@
+"""Check every matplotlib figure a notebook draws for legibility, when run under pytest.
+
+notebooks/conftest.py points ``PYTHONSTARTUP`` here and ``IPU_LEGIBILITY_LOG`` at a log
+file; IPython kernels run ``PYTHONSTARTUP`` when they start.  After each cell, and whenever a
+figure is displayed, each figure not yet checked (or changed since) goes through
+``ipu_emulator.views.legibility.figure_problems``; one JSON line per figure is appended to
+the log (cell, figure, seconds, problems) and the conftest fails the cell's test when it
+found problems.
+
+Silent and harmless: without ``IPU_LEGIBILITY_LOG``, outside IPython or before matplotlib is
+imported it does nothing; it never prints (errors go to the log, as problems); it leaves no
+names in the notebook's namespace; matplotlib is never imported by it.
+"""
+
+
+def _install_legibility_hook():
+    import json
+    import os
+    import sys
+    import time
+    import weakref
+
+    log_path = os.environ.get("IPU_LEGIBILITY_LOG")
+    if not log_path:
+        return
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    checked = weakref.WeakSet()  # figures checked and not changed since (fig.stale is False)
+    cell = {"source": ""}
+
+    def check(fig):
+        if fig in checked and not fig.stale:
+            return
+        checked.add(fig)
+        started = time.perf_counter()
+        try:
+            from ipu_emulator.views.legibility import figure_problems
+            problems = figure_problems(fig)
+        except Exception as error:  # a broken check must show, not pass silently
+            problems = [f"the legibility check failed: {type(error).__name__}: {error}"]
+        first_line = next(iter(cell["source"].strip().splitlines()), "")
+        record = {"cell": first_line[:80], "figure": repr(fig),
+                  "seconds": round(time.perf_counter() - started, 4), "problems": problems}
+        with open(log_path, "a", encoding="utf-8") as log:
+            log.write(json.dumps(record) + "\n")
+
+    def remember_cell(info):
+        cell["source"] = getattr(info, "raw_cell", "") or ""
+
+    def check_open_figures():
+        # Registered before matplotlib_inline registers its own post_execute callback (which
+        # displays and closes the figures: it registers when pyplot is first imported, after
+        # this file ran), so this sees the cell's figures first.  With a non-GUI backend
+        # (MPLBACKEND=Agg, as `make test` runs) figures stay open: `checked` skips those
+        # already checked and unchanged.
+        if "matplotlib.pyplot" not in sys.modules:
+            return
+        from matplotlib._pylab_helpers import Gcf  # pyplot's figures (plt.figure(n) would
+        for manager in Gcf.get_all_fig_managers():  # change the current one)
+            check(manager.canvas.figure)
+
+    def check_displayed_figure(fig):
+        # The inline backend's plt.show() displays and closes figures inside the cell, before
+        # post_execute: a mime-bundle printer for Figure sees each one as it is displayed.
+        # Returning None leaves the figure's display as it was (PNG and text, by the other
+        # formatters).  Not the text/plain formatter: enabling the inline backend removes
+        # every per-mimetype printer for Figure.
+        check(fig)
+
+    shell.events.register("pre_run_cell", remember_cell)
+    shell.events.register("post_execute", check_open_figures)
+    # By name: no matplotlib import here; the printer applies once matplotlib is loaded.
+    shell.display_formatter.mimebundle_formatter.for_type_by_name(
+        "matplotlib.figure", "Figure", check_displayed_figure)
+
+
+try:
+    _install_legibility_hook()
+except Exception:  # never break a kernel's start-up
+    pass
+del _install_legibility_hook
