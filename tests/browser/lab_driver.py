@@ -570,6 +570,24 @@ def pixel_difference(png_a: bytes, png_b: bytes, tolerance: int = 8) -> float:
     return float(diff.mean())
 
 
+def colour_share(png: bytes, colour: str, tolerance: int = 24) -> float:
+    """Fraction of pixels (0..1) within ``tolerance`` of ``colour`` (``"#0072B2"``) in every
+    channel: how much of a screenshot a trace's kind colour fills."""
+    import numpy as np
+    rgb = np.array([int(colour[i:i + 2], 16) for i in (1, 3, 5)], np.int16)
+    pixels = _decode_png(png)[..., :3].astype(np.int16)
+    return float((np.abs(pixels - rgb).max(axis=-1) <= tolerance).mean())
+
+
+def screenshots_dir() -> Path:
+    """Where the browser tests keep what a learner sees (``IPU_LAB_SCREENSHOTS``, default
+    build/screenshots/ in the checkout, git-ignored): look at them after a run."""
+    folder = Path(os.environ.get("IPU_LAB_SCREENSHOTS", Path(__file__).resolve().parents[2]
+                                 / "build" / "screenshots"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def images_differ(png_a: bytes, png_b: bytes, threshold: float = 0.001) -> bool:
     """True when more than ``threshold`` of the pixels changed (default 0.1 %)."""
     return pixel_difference(png_a, png_b) > threshold

@@ -6,9 +6,9 @@ accumulation count must show the SDK's message while the last valid trace stays.
 """
 import pytest
 
-from lab_driver import (error_outputs, images_differ, notebook_panel, open_notebook,
-                        pixel_difference, run_all_cells, screenshot, select_dropdown,
-                        wait_for_html_change, widget_html)
+from lab_driver import (colour_share, error_outputs, images_differ, notebook_panel,
+                        open_notebook, pixel_difference, run_all_cells, screenshot,
+                        screenshots_dir, select_dropdown, wait_for_html_change, widget_html)
 
 pytestmark = pytest.mark.browser
 
@@ -25,11 +25,13 @@ def test_changing_the_schedule_redraws_the_trace(page, lab, tmp_path):
     trace.locator("svg").wait_for(state="visible")
     assert "grouped" in trace.inner_text()
     before_html = trace.inner_html()
-    before = screenshot(trace, tmp_path / "grouped.png")
+    before = screenshot(trace, screenshots_dir() / "00_playground_grouped.png")
+    for colour in ("#0072B2", "#D55E00"):  # forward and backward boxes as rendered
+        assert colour_share(before, colour) > 0.01
 
     select_dropdown(page, "schedule", "interleaved")
     wait_for_html_change(trace, before_html)
-    after = screenshot(trace, tmp_path / "interleaved.png")
+    after = screenshot(trace, screenshots_dir() / "00_playground_interleaved.png")
     assert "interleaved" in trace.inner_text()
     assert images_differ(before, after), "the trace looks the same after changing the schedule"
 

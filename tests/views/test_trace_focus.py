@@ -165,3 +165,21 @@ def test_the_comparison_headings_give_the_bubble_of_a_pipeline():
                            for s in ("grouped", "gpipe")], titles=["A", "B"])
     assert [ax.get_title(loc="left") for ax in fig.get_axes()] == [
         "A: makespan 22 time steps, bubble 27.3 %", "B: makespan 22 time steps, bubble 27.3 %"]
+
+
+# -- the Perfetto export's counterparts ---------------------------------------------------
+
+
+def test_perfetto_gets_the_in_flight_counters_and_the_bubble_split():
+    from ipu_emulator.views import to_chrome_trace, to_dict
+    timeline = simulate_pipeline(unit_stages(4), "grouped", 8, unit_cost=True)
+    trace = to_chrome_trace(timeline)
+    in_flight = [e for e in trace["traceEvents"]
+                 if e["ph"] == "C" and e["name"] == "micro-batches in flight IPU0"]
+    assert max(e["args"]["count"] for e in in_flight) == 7
+    assert trace["otherData"]["bubble ramp-up"] == "13.6 %"
+    assert trace["otherData"]["bubble imbalance"] == "0.0 %"
+    # Each slice names its micro-batch, which Perfetto's search can follow.
+    assert {e["args"]["micro_batch"] for e in trace["traceEvents"]
+            if e["ph"] == "X" and e["args"].get("kind") == "forward"} == set(range(8))
+    assert to_dict(timeline)["metrics"]["bubble_breakdown"]["ramp-down"] == pytest.approx(3 / 22)
