@@ -4,6 +4,7 @@ watch the simulated IPU trace, utilisation and memory update at once.
     from widgets import PipelinePlayground
     PipelinePlayground()                      # the pipelining tutorial's model, 4 stages
     PipelinePlayground(compare=True)          # two configurations, one above the other
+    PipelinePlayground(predict=True)          # the class guesses which is faster, then sees
 
 The widget owns no logic: each change turns the controls into a ``PlaygroundConfig``, calls
 ``playground_model.simulate`` and draws the result.  An invalid combination shows the SDK's
