@@ -9,7 +9,7 @@ IPU is put down to what the IPU is waiting for, within its pass of the pipeline:
   new micro-batch will come.  A wait that is both (GPipe's turn from all forwards to all
   backwards) is half of each: the forward wave draining, then the backward wave filling;
 * ``imbalance``: the steady state, waiting for a slower IPU (and after its weight update,
-  for the others' updates);
+  for the others' updates); under Sequential (sharding) this is the shards taking turns;
 * ``communication``: exchanges, syncs and stream copies: IPU time moving data, not computing;
 * ``host``: idle outside the pipeline's phases (the host's engine-run launch).
 

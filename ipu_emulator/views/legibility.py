@@ -128,6 +128,9 @@ def figure_problems(fig) -> List[str]:
         lanes = _lane_rows(ax, fig, drawn_ids)
         if lanes:
             problems += _thin_lanes(_compute_widths(ax, fig, lanes), _axes_name(ax))
+            if not _boxes_in_view(ax, fig):
+                problems.append(f"trace{_in(_axes_name(ax))} shows no event: its time axis "
+                                "is out of the events' range")
     return problems
 
 
@@ -228,6 +231,13 @@ def _lane_rows(ax, figure, drawn_ids) -> Dict[str, float]:
     return {repr(tick.label1.get_text()): height - ax.transData.transform((0, tick.get_loc()))[1]
             for tick in ax.yaxis.majorTicks
             if id(tick.label1) in drawn_ids and _LANE_NAME.match(tick.label1.get_text())}
+
+
+def _boxes_in_view(ax, figure) -> int:
+    """How many event boxes lie at least partly inside the axes (any kind)."""
+    left, right = ax.bbox.x0, ax.bbox.x1
+    return sum(1 for box, _ in _bar_boxes(ax, figure, min_alpha=0.2)
+               if box.x1 > left and box.x0 < right)
 
 
 def _compute_widths(ax, figure, lanes: Dict[str, float]) -> Dict[str, List[float]]:

@@ -10,8 +10,9 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 from ipu_emulator.sim.timeline import UNIT_CLOCK, Timeline
 from ipu_emulator.views.strips import (MEMORY_COLOUR, MemoryStrip, check_followed, followed,
                                        memory_strip)
-from ipu_emulator.views.style import (KIND_COLOURS, OTHER_COLOUR, PHASE_COLOURS,
-                                      PIPELINE_ACTION_KINDS, format_seconds, labels_actions,
+from ipu_emulator.views.style import (OTHER_COLOUR, PHASE_COLOURS, PIPELINE_ACTION_KINDS,
+                                      colour_of, format_seconds, keys_present, kind_of,
+                                      labels_actions, legend_name, style_key,
                                       pick_time_unit, resolve_time_unit, time_formatter)
 from ipu_emulator.views.time_axis import FoldedTime, idle_stretches
 
@@ -20,11 +21,13 @@ _MAX_SHADED_RUNS = 200
 
 # Rare, short kinds are drawn above the frequent compute bars so they are not painted over.
 _KIND_LAYER = {"stream_copy": 4, "sync": 4, "exchange": 4, "host": 3}
+_DRAWN_AT_TRUE_WIDTH = frozenset({"stream_copy", "sync", "exchange"})
 
 
 def plot_timeline(timeline: Timeline, ax=None, title: Optional[str] = None,
                   time_unit: str = "auto", fold_idle: bool = True,
                   memory: Union[bool, str] = "auto", follow_micro_batch: Optional[int] = None,
+                  window: Optional[Tuple[float, float]] = None,
                   time_axis: Optional[FoldedTime] = None):
     """Draw ``timeline`` as an execution trace: host lane on top, one lane per IPU below.
 
@@ -34,7 +37,10 @@ def plot_timeline(timeline: Timeline, ax=None, title: Optional[str] = None,
     (``views.time_axis``).  ``memory`` adds a strip under each IPU lane with its memory (or,
     in unit-cost mode, its micro-batches in flight) over time; ``"auto"``: for pipelines.
     ``follow_micro_batch=k`` fades every other micro-batch's boxes, so one micro-batch can be
-    followed across the IPUs.  Returns the matplotlib Axes.
+    followed across the IPUs.  ``window=(start, end)`` draws only that stretch of time (in
+    the timeline's clock: seconds, or steps), e.g. two weight updates of a long run; use it
+    rather than ``ax.set_xlim``, which cannot know where folds moved the times.  Returns
+    the matplotlib Axes.
 
     >>> import matplotlib; matplotlib.use("Agg")
     >>> from ipu_emulator.record import ComputeCost, EngineRun
@@ -52,8 +58,12 @@ def plot_timeline(timeline: Timeline, ax=None, title: Optional[str] = None,
     else:
         unit, scale = resolve_time_unit(time_unit, timeline.metrics.makespan)
     if time_axis is None:
-        end = timeline.metrics.makespan
-        time_axis = FoldedTime.build(idle_stretches([timeline], 0.0, end), 0.0, end, fold_idle)
+        start, end = window if window is not None else (0.0, timeline.metrics.makespan)
+        time_axis = FoldedTime.build(idle_stretches([timeline], start, end), start, end,
+                                     fold_idle)
+    # Only what the window shows (an event outside it would be drawn squashed at its edge).
+    shown = [e for e in timeline.events
+             if e.end >= time_axis.start and e.start <= time_axis.end]
     strip = memory_strip(timeline, memory)
     rows = _Rows(timeline.lanes, strip)
     if ax is None:
@@ -63,25 +73,28 @@ def plot_timeline(timeline: Timeline, ax=None, title: Optional[str] = None,
         return time_axis.x(time) * scale
 
     bars: Dict[Tuple[str, str, Optional[bool]], List[Tuple[float, float]]] = {}
-    for e in timeline.events:
-        bars.setdefault((e.lane, e.kind, followed(e, follow_micro_batch)), []).append(
+    for e in shown:
+        bars.setdefault((e.lane, style_key(e), followed(e, follow_micro_batch)), []).append(
             (x(e.start), x(e.end) - x(e.start)))
     labelled = labels_actions(timeline)
-    for (lane, kind, focus), xranges in bars.items():
-        colour = KIND_COLOURS.get(kind, OTHER_COLOUR)
-        # An edge in the bar's own colour keeps events narrower than a pixel visible when a
-        # whole epoch is drawn; at zoomed-in scales it is imperceptible.  A small pipeline
-        # gets white edges instead, so back-to-back actions stay distinguishable; the
-        # followed micro-batch gets black ones.
+    for (lane, key, focus), xranges in bars.items():
+        colour = colour_of(key)
+        kind = kind_of(key)
+        # An edge in the bar's own colour keeps compute narrower than a pixel visible when a
+        # whole epoch is drawn; at zoomed-in scales it is imperceptible.  Copies, syncs and
+        # exchanges get none: widened to a pixel each, a long run's thousands of them would
+        # paint over its compute.  A small pipeline gets white edges, so back-to-back actions
+        # stay distinguishable; the followed micro-batch gets black ones.
         edge = ("black" if focus else "white" if labelled and kind in PIPELINE_ACTION_KINDS
                 else colour)
+        width = 1.2 if focus else 0.6 if kind not in _DRAWN_AT_TRUE_WIDTH or labelled else 0
         ax.broken_barh(xranges, (rows.y[lane] - 0.4, 0.8), facecolors=colour,
-                       edgecolors=edge, linewidth=1.2 if focus else 0.6,
+                       edgecolors=edge, linewidth=width,
                        alpha=0.25 if focus is False else 1.0,
                        zorder=_KIND_LAYER.get(kind, 2) + (1 if focus else 0))
     if labelled:  # micro-batch numbers in the boxes, as in Graphcore's pipeline diagrams
         fitting_label = _fitting_label_class()
-        for e in timeline.events:
+        for e in shown:
             if (e.kind in PIPELINE_ACTION_KINDS and e.micro_batch is not None and e.end > e.start
                     and followed(e, follow_micro_batch) is not False):
                 # "w": the weight-gradient half of a split backward (zero-bubble's 1W3).
@@ -106,7 +119,7 @@ def plot_timeline(timeline: Timeline, ax=None, title: Optional[str] = None,
     ax.set_xlim(0, max(x(time_axis.end), 1e-12))
     _shade_phases(ax, timeline, x, rows.top)
     _draw_folds(ax, time_axis, x, rows, timeline.clock)
-    if time_axis.folds:
+    if time_axis.folds or time_axis.start != 0:
         ticks = time_axis.ticks(scale)
         ax.set_xticks([x(t) for t in ticks])
         ax.set_xticklabels([f"{t * scale:g}" for t in ticks])
@@ -114,8 +127,8 @@ def plot_timeline(timeline: Timeline, ax=None, title: Optional[str] = None,
     # Left-aligned, a size down: a long title runs on over the legend, not off the figure.
     ax.set_title(title if title is not None else timeline.title, loc="left", fontsize="medium",
                  pad=14 if getattr(timeline, "phases", None) else None)
-    handles = [Patch(facecolor=KIND_COLOURS.get(k, OTHER_COLOUR), label=k.replace("_", " "))
-               for k in timeline.kinds_present()]
+    handles = [Patch(facecolor=colour_of(key), label=legend_name(key))
+               for key in keys_present(shown)]
     if follow_micro_batch is not None:
         handles.append(Patch(facecolor="white", edgecolor="black", linewidth=1.2,
                              label=f"micro-batch {follow_micro_batch}"))
@@ -241,13 +254,14 @@ def makespan_text(timeline: Timeline) -> str:
 
 def plot_comparison(timelines: Sequence[Timeline], titles: Optional[Sequence[str]] = None,
                     sharex: bool = True, fold_idle: bool = True,
-                    memory: Union[bool, str] = "auto", follow_micro_batch: Optional[int] = None):
+                    memory: Union[bool, str] = "auto", follow_micro_batch: Optional[int] = None,
+                    window: Optional[Tuple[float, float]] = None):
     """One trace per timeline, stacked on a shared time axis; returns the Figure.
 
     Each subplot's title gives the makespan and, for a pipeline, its bubble (else the number
     of engine runs), so configurations can be compared at a glance.  ``fold_idle``,
-    ``memory`` and ``follow_micro_batch`` are as in ``plot_timeline``; on a shared axis only
-    stretches idle in every timeline are folded.
+    ``memory``, ``follow_micro_batch`` and ``window`` are as in ``plot_timeline``; on a
+    shared axis only stretches idle in every timeline are folded.
     """
     import matplotlib.pyplot as plt
 
@@ -262,12 +276,13 @@ def plot_comparison(timelines: Sequence[Timeline], titles: Optional[Sequence[str
                              gridspec_kw={"height_ratios": heights})
     longest = max(t.metrics.makespan for t in timelines)
     unit = pick_time_unit(longest) if sharex else "auto"
-    shared_axis = (FoldedTime.build(idle_stretches(timelines, 0.0, longest), 0.0, longest,
+    start, end = window if window is not None else (0.0, longest)
+    shared_axis = (FoldedTime.build(idle_stretches(timelines, start, end), start, end,
                                     fold_idle) if sharex else None)
     for ax, timeline, name in zip(axes[:, 0], timelines, titles):
         plot_timeline(timeline, ax=ax, title=f"{name + ': ' if name else ''}"
                       f"{comparison_heading(timeline)}", time_unit=unit, fold_idle=fold_idle,
-                      memory=memory, follow_micro_batch=follow_micro_batch,
+                      memory=memory, follow_micro_batch=follow_micro_batch, window=window,
                       time_axis=shared_axis)
     if sharex:
         for ax in axes[:-1, 0]:

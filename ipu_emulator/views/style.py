@@ -24,6 +24,43 @@ KIND_COLOURS: Dict[str, str] = {
     "host": "#999999",  # grey
 }
 OTHER_COLOUR = "#E69F00"  # orange, for kinds a later simulator may add
+# The host's Engine::run launches, darker than its other work (preparing data), so a trace
+# shows which of the two a feed saves.
+HOST_LAUNCH = "host launch"
+HOST_LAUNCH_COLOUR = "#555555"
+
+
+def style_key(event) -> str:
+    """How an event is drawn: its kind, or ``HOST_LAUNCH`` for the host's engine-run
+    launches."""
+    if event.kind == "host" and event.name == "Engine::run":
+        return HOST_LAUNCH
+    return event.kind
+
+
+def kind_of(key: str) -> str:
+    return "host" if key == HOST_LAUNCH else key
+
+
+def colour_of(key: str) -> str:
+    return HOST_LAUNCH_COLOUR if key == HOST_LAUNCH else KIND_COLOURS.get(key, OTHER_COLOUR)
+
+
+def legend_name(key: str) -> str:
+    if key == HOST_LAUNCH:
+        return "host: engine-run launch"
+    return "host: other work" if key == "host" else key.replace("_", " ")
+
+
+# Legend order: the kinds' order, the host's launches before its other work.
+STYLE_ORDER = [key for kind in KIND_COLOURS
+               for key in ((HOST_LAUNCH, kind) if kind == "host" else (kind,))]
+
+
+def keys_present(events):
+    """The style keys of ``events`` in legend order, unknown ones after."""
+    present = {style_key(e) for e in events}
+    return [k for k in STYLE_ORDER if k in present] + sorted(present - set(STYLE_ORDER))
 
 # Pipeline phases are shaded behind the lanes, light enough not to hide the bubbles.
 PHASE_COLOURS: Dict[str, str] = {

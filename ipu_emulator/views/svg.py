@@ -27,9 +27,10 @@ from typing import Dict, List, Optional, Sequence, Set, Union
 from ipu_emulator.sim.timeline import COMPUTE_KINDS, UNIT_CLOCK, Event, Timeline
 from ipu_emulator.views.strips import (MEMORY_COLOUR, MemoryStrip, check_followed, followed,
                                        memory_strip)
-from ipu_emulator.views.style import (KIND_COLOURS, OTHER_COLOUR, PHASE_COLOURS,
-                                      PIPELINE_ACTION_KINDS, format_seconds, pick_time_unit,
-                                      time_formatter, time_unit_scale)
+from ipu_emulator.views.style import (OTHER_COLOUR, PHASE_COLOURS, PIPELINE_ACTION_KINDS,
+                                      STYLE_ORDER, colour_of, format_seconds, legend_name,
+                                      pick_time_unit, style_key, time_formatter,
+                                      time_unit_scale)
 from ipu_emulator.views.time_axis import FoldedTime, idle_stretches, nice_ticks
 
 LEFT = 72          # room for the lane names and the strips' peaks
@@ -90,7 +91,7 @@ def timeline_svg(timelines: Sequence[Timeline], width: int = 960,
         strips = strips or strip is not None
         y = _panel(parts, timeline, title, axis, y, scale, unit, drawn, strip,
                    follow_micro_batch)
-    kinds = [k for k in KIND_COLOURS if k in drawn] + sorted(drawn - set(KIND_COLOURS))
+    kinds = [k for k in STYLE_ORDER if k in drawn] + sorted(drawn - set(STYLE_ORDER))
     extras = ([("micro-batches in flight", MEMORY_COLOUR)] if strips else []) + (
         [("all IPUs idle (folded)", "url(#fold)")] if folded.folds else []) + (
         [(f"micro-batch {follow_micro_batch}", "none")] if follow_micro_batch is not None
@@ -273,7 +274,7 @@ def _lane_events(parts, events, axis, row_top, height, labelled, scale, unit,
     for box in _boxes(events, axis):
         drawn.add(box.kind)
         width = max(box.x1 - box.x0, 0.8)  # events shorter than a pixel stay visible
-        colour = MIXED_COLOUR if box.kind == MIXED else KIND_COLOURS.get(box.kind, OTHER_COLOUR)
+        colour = MIXED_COLOUR if box.kind == MIXED else colour_of(box.kind)
         single = box.events[0] if len(box.events) == 1 else None
         action = labelled and single is not None and single.kind in PIPELINE_ACTION_KINDS
         focus = followed(single, follow) if single is not None else (
@@ -327,11 +328,13 @@ def _boxes(events: List[Event], axis: _Axis) -> List[_Box]:
 
 
 def _pool_kind(pool: List[Event]) -> str:
+    """The style key (``style.style_key``) a pool is drawn in."""
     if len(pool) == 1:
-        return pool[0].kind
+        return style_key(pool[0])
     time_by_kind: Dict[str, float] = {}
     for event in pool:
-        time_by_kind[event.kind] = time_by_kind.get(event.kind, 0.0) + event.end - event.start
+        key = style_key(event)
+        time_by_kind[key] = time_by_kind.get(key, 0.0) + event.end - event.start
     kind = max(time_by_kind, key=time_by_kind.get)
     total = sum(time_by_kind.values())
     return kind if total <= 0 or time_by_kind[kind] >= _DOMINANT_SHARE * total else MIXED
@@ -378,8 +381,8 @@ def _legend(parts, kinds: Sequence[str], y: float, width: float,
             extras: Sequence[tuple] = ()) -> float:
     """One swatch per kind drawn, then ``extras`` (name, fill); wraps to a new row rather
     than run off the right edge."""
-    entries = [("several kinds, finer than a pixel" if kind == MIXED else kind.replace("_", " "),
-                MIXED_COLOUR if kind == MIXED else KIND_COLOURS.get(kind, OTHER_COLOUR))
+    entries = [("several kinds, finer than a pixel" if kind == MIXED else legend_name(kind),
+                MIXED_COLOUR if kind == MIXED else colour_of(kind))
                for kind in kinds] + list(extras)
     x = LEFT
     for name, fill in entries:

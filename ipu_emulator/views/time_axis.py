@@ -102,6 +102,8 @@ class FoldedTime:
             count = max(2, round(target * share))
             for value in nice_ticks(a * scale, b * scale, count):
                 time = value / scale
+                if any(low < time < high for low, high in self.folds):
+                    continue  # rounded past the segment's end, into a fold
                 if not ticks or self.x(time) - self.x(ticks[-1]) > 0.04 * width:
                     ticks.append(time)
         return ticks

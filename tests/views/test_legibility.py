@@ -91,6 +91,14 @@ def test_a_compute_lane_of_hairlines_is_found():
     assert figure_problems(lane_axes([0.1] * 4 + [2.0])) == []  # one box wide enough
 
 
+def test_a_trace_zoomed_away_from_its_events_is_found():
+    """As a set_xlim in true times does on a folded axis."""
+    timeline = simulate_pipeline(unit_stages(2), "grouped", 4, unit_cost=True)
+    ax = plot_timeline(timeline)
+    ax.set_xlim(100, 200)
+    assert [p for p in figure_problems(ax.figure) if "shows no event" in p]
+
+
 def test_micro_batch_numbers_skipped_for_want_of_room_do_not_count():
     # 64 micro-batches in 3 inches: the view draws (almost) no numbers, so none can misfit.
     timeline = simulate_pipeline(unit_stages(4), "grouped", gradient_accumulation_count=16,

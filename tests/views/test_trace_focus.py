@@ -183,3 +183,31 @@ def test_perfetto_gets_the_in_flight_counters_and_the_bubble_split():
     assert {e["args"]["micro_batch"] for e in trace["traceEvents"]
             if e["ph"] == "X" and e["args"].get("kind") == "forward"} == set(range(8))
     assert to_dict(timeline)["metrics"]["bubble_breakdown"]["ramp-down"] == pytest.approx(3 / 22)
+
+
+def test_a_window_draws_that_stretch_with_true_tick_labels():
+    timeline = tutorial_pipeline(repeat_count=3, synthetic_data=True)
+    first = views_one_pass_span(timeline, 1)
+    ax = plot_timeline(timeline, window=first)
+    labels = [float(t.get_text()) for t in ax.get_xticklabels()]
+    scale = 1e3 if ax.get_xlabel().endswith("(ms)") else 1e6
+    assert first[0] * scale - 1e-9 <= min(labels) and max(labels) <= first[1] * scale + 1e-9
+    shown = {e.iteration for e in timeline.events if e.ipu is not None
+             and e.end >= first[0] and e.start <= first[1]}
+    assert 1 in shown
+    from ipu_emulator.views.legibility import figure_problems
+    assert figure_problems(ax.figure) == []
+
+
+def views_one_pass_span(timeline, index):
+    events = [e for e in timeline.events if e.ipu is not None and e.iteration == index]
+    return min(e.start for e in events), max(e.end for e in events)
+
+
+def test_the_host_launch_is_told_apart_from_the_hosts_other_work():
+    from ipu_emulator.sim.hardware import HostModel
+    timeline = tutorial_pipeline(host=HostModel(host_seconds_per_batch=1e-5))
+    legend = [t.get_text() for t in plot_timeline(timeline, fold_idle=False).get_legend().get_texts()]
+    assert {"host: engine-run launch", "host: other work"} <= set(legend)
+    svg = timeline_svg([timeline])
+    assert "host: engine-run launch" in svg and "#555555" in svg

@@ -69,7 +69,8 @@ def test_plot_timeline_draws_lanes_kinds_and_clock():
     groups = {(e.lane, e.kind) for e in timeline.events}
     assert len(bar_collections(ax)) == len(groups) + 1  # + engine-run shading
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert legend == ["forward", "backward", "weight update", "sync", "stream copy", "host"]
+    assert legend == ["forward", "backward", "weight update", "sync", "stream copy",
+                      "host: engine-run launch"]
     assert ax.get_xlabel() == "simulated IPU time (ms)"
     assert ax.get_title(loc="left") == "per step"
 
