@@ -23,10 +23,14 @@ MEMORY_COLOUR = "#6a51a3"  # purple: no event kind uses it
 _MAX_STRIPPED_LANES = 8    # more IPU lanes than this: the strips would crowd the lanes
 
 
+MEMORY_COUNTER = "memory"
+
+
 @dataclass
 class MemoryStrip:
-    """Micro-batches in flight per IPU lane as step series ``[(time, count)]``, and each
-    lane's peak memory in bytes (empty in unit-cost mode, where stages have no bytes)."""
+    """A counter per IPU lane as step series ``[(time, value)]``: micro-batches in flight
+    (with each lane's peak memory in bytes for the label; none in unit-cost mode, where
+    stages have no bytes), or with ``name == MEMORY_COUNTER`` the memory itself in bytes."""
 
     series: Dict[str, List[Tuple[float, float]]]
     peak_memory: Dict[str, float]
@@ -40,7 +44,15 @@ class MemoryStrip:
         """The largest count on any lane: every strip is drawn on this one scale."""
         return max((self.peak(lane) for lane in self.series), default=0.0)
 
+    def short_label(self, lane: str) -> str:
+        """The peak in a few characters (``'7 in flight'``, ``'2.4 MB'``), for a margin."""
+        if self.name == MEMORY_COUNTER:
+            return format_bytes(self.peak(lane))
+        return f"{self.peak(lane):g} in flight"
+
     def label(self, lane: str) -> str:
+        if self.name == MEMORY_COUNTER:
+            return f"memory (peak {format_bytes(self.peak(lane))})"
         memory = self.peak_memory.get(lane)
         return (f"in flight (peak {self.peak(lane):g}"
                 + (f", {format_bytes(memory)})" if memory else ")"))
@@ -48,13 +60,18 @@ class MemoryStrip:
 
 def memory_strip(timeline: Timeline, wanted: Union[bool, str] = "auto") -> Optional[MemoryStrip]:
     """The strip to draw under each IPU lane, or None.  ``"auto"``: pipelines (timelines
-    with phases) with at most 8 IPU lanes whose in-flight count changes."""
+    with phases) with at most 8 IPU lanes whose in-flight count changes; ``"bytes"``: the
+    memory counter itself (weights, accumulators and optimizer state all along, activations
+    on top), drawn from zero."""
+    if wanted not in (True, False, "auto", "bytes"):
+        raise ValueError(f"memory must be True, False, 'auto' or 'bytes', got {wanted!r}.")
     if wanted is False or (wanted == "auto" and (
             not timeline.phases or len(timeline.ipu_lanes) > _MAX_STRIPPED_LANES)):
         return None
+    name = MEMORY_COUNTER if wanted == "bytes" else IN_FLIGHT_COUNTER
     series: Dict[str, List[Tuple[float, float]]] = {}
     for sample in timeline.counters:
-        if sample.name == IN_FLIGHT_COUNTER:
+        if sample.name == name:
             series.setdefault(sample.lane, []).append((sample.time, sample.value))
     if not any(len({value for _, value in points}) > 1 for points in series.values()):
         return None  # nothing changes: a flat strip would say nothing
@@ -62,7 +79,7 @@ def memory_strip(timeline: Timeline, wanted: Union[bool, str] = "auto") -> Optio
         points.sort()
     peak_memory = {} if timeline.clock == UNIT_CLOCK else {
         ipu_lane(ipu): nbytes for ipu, nbytes in timeline.metrics.peak_memory_bytes.items()}
-    return MemoryStrip(series, peak_memory)
+    return MemoryStrip(series, peak_memory, name)
 
 
 def followed(event: Event, micro_batch: Optional[int]) -> Optional[bool]:
@@ -85,4 +102,5 @@ def check_followed(timeline: Timeline, micro_batch: Optional[int]) -> None:
                             else "no micro-batches to follow."))
 
 
-__all__ = ["MemoryStrip", "memory_strip", "followed", "check_followed", "MEMORY_COLOUR"]
+__all__ = ["MemoryStrip", "memory_strip", "followed", "check_followed", "MEMORY_COLOUR",
+           "MEMORY_COUNTER"]

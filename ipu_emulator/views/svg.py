@@ -84,15 +84,16 @@ def timeline_svg(timelines: Sequence[Timeline], width: int = 960,
     parts: List[str] = []
     y = 0.0
     drawn: Set[str] = set()
-    strips = False
+    strip_names: List[str] = []
     for index, timeline in enumerate(timelines):
         title = titles[index] if titles else timeline.title
         strip = memory_strip(timeline, memory)
-        strips = strips or strip is not None
+        if strip is not None and strip.name not in strip_names:
+            strip_names.append(strip.name)
         y = _panel(parts, timeline, title, axis, y, scale, unit, drawn, strip,
                    follow_micro_batch)
     kinds = [k for k in STYLE_ORDER if k in drawn] + sorted(drawn - set(STYLE_ORDER))
-    extras = ([("micro-batches in flight", MEMORY_COLOUR)] if strips else []) + (
+    extras = [(name, MEMORY_COLOUR) for name in strip_names] + (
         [("all IPUs idle (folded)", "url(#fold)")] if folded.folds else []) + (
         [(f"micro-batch {follow_micro_batch}", "none")] if follow_micro_batch is not None
         else [])
@@ -199,7 +200,7 @@ def _strips(parts, strip: MemoryStrip, strip_top: Dict[str, float], axis: _Axis)
         parts.append(f'<polygon points="{path}" fill="{MEMORY_COLOUR}" fill-opacity="0.45">'
                      f'<title>{escape(lane)}: {escape(strip.label(lane))}</title></polygon>'
                      f'<text x="{axis.left - 6}" y="{base - 2:.1f}" text-anchor="end" '
-                     f'font-size="9px" fill="{MEMORY_COLOUR}">{strip.peak(lane):g} in flight'
+                     f'font-size="9px" fill="{MEMORY_COLOUR}">{escape(strip.short_label(lane))}'
                      f'</text>')
 
 

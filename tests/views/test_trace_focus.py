@@ -211,3 +211,15 @@ def test_the_host_launch_is_told_apart_from_the_hosts_other_work():
     assert {"host: engine-run launch", "host: other work"} <= set(legend)
     svg = timeline_svg([timeline])
     assert "host: engine-run launch" in svg and "#555555" in svg
+
+
+def test_the_strip_can_show_memory_in_bytes():
+    timeline = tutorial_pipeline(synthetic_data=True)
+    labels = [t.get_text() for t in plot_timeline(timeline, memory="bytes").get_yticklabels()]
+    peak = timeline.metrics.peak_memory_bytes[0]
+    from ipu_emulator.sim.timeline import format_bytes
+    assert f"memory (peak {format_bytes(peak)})" in labels
+    svg = timeline_svg([timeline], memory="bytes")
+    assert f">{format_bytes(peak)}</text>" in svg and ">memory</text>" in svg
+    with pytest.raises(ValueError, match="memory must be True, False, 'auto' or 'bytes'"):
+        plot_timeline(timeline, memory="MB")
