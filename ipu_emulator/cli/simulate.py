@@ -70,9 +70,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     shape.add_argument("--stages", type=int, default=None, metavar="S",
                        help=f"number of identical unit stages (default {DEFAULT_STAGES}; "
                             "with --model: the splits decide, and S must agree)")
-    shape.add_argument("--synthetic-data", action="store_true",
-                       help="no host transfers of the data, as TF_POPLAR_FLAGS="
-                            "--use_synthetic_data asks of the SDK")
+    data = shape.add_mutually_exclusive_group()
+    data.add_argument("--synthetic-data", dest="synthetic_data", action="store_const",
+                      const=True, default=None,
+                      help="no host transfers of the data, as TF_POPLAR_FLAGS="
+                           "--use_synthetic_data asks of the SDK (the default for pipelines "
+                           "and replicas, as Graphcore profiled them)")
+    data.add_argument("--host-data", dest="synthetic_data", action="store_const", const=False,
+                      help="the data's host transfers (the default for one IPU)")
     shape.add_argument("--micro-batches", "--gradient-accumulation-count", dest="micro_batches",
                        type=int, default=DEFAULT_MICRO_BATCHES, metavar="M",
                        action=_StoreNamingTheFlag,
@@ -162,6 +167,15 @@ def _is_pipeline(options) -> bool:
     return options.model is None or bool(options.splits)
 
 
+def uses_synthetic_data(options) -> bool:
+    """``--synthetic-data`` or ``--host-data`` as given; else synthetic for pipelines and
+    replicas (their lesson is the IPUs' work, which the feed's copies would bury), as
+    recorded runs are simulated (``recorded_runs.synthetic_by_default``)."""
+    if options.synthetic_data is not None:
+        return options.synthetic_data
+    return _is_pipeline(options) or options.replicas > 1
+
+
 def _stage_count(options) -> int:
     """The number of stages, without building them (a model has one more than its splits)."""
     if options.model is not None:
@@ -194,7 +208,7 @@ def estimate_events(options) -> int:
     if not options.unit_cost:
         model = options.model is not None
         # Host copies: the infeed (a model's data) and the outfeed (the loss when training).
-        feeds = 0 if options.synthetic_data else micro_batches * (model + training)
+        feeds = 0 if uses_synthetic_data(options) else micro_batches * (model + training)
         # Stage outputs crossing IPUs (unit stages have none).
         exchanges = (stages - 1) * micro_batches * (2 if training else 1) if model else 0
         if name == "grouped":    # a sync before each step on each IPU that works in it
@@ -288,7 +302,7 @@ def simulate(options):
         training=training, recompute=options.recompute,
         offload_weights=options.offload_weights, offload_activations=options.offload_activations,
         accumulation_dtype_bytes=ACCUMULATION_DTYPES[options.accumulation_dtype],
-        unit_cost=options.unit_cost, synthetic_data=options.synthetic_data,
+        unit_cost=options.unit_cost, synthetic_data=uses_synthetic_data(options),
         backward_ratio=1.0 if options.backward_ratio is None else options.backward_ratio)
     return schedule, timeline
 

@@ -343,3 +343,15 @@ def test_a_backward_ratio_needs_unit_cost_and_a_positive_value(args, message, ca
     extra = ["--unit-cost"] if args[1] == "0" else []
     assert simulate_command.main(args + extra) == 1
     assert capsys.readouterr().err == message
+
+
+def test_pipelines_default_to_synthetic_data_and_one_ipu_to_host_data():
+    def copies(*args):
+        data = simulate_json("--model", "tutorial-mlp", "--micro-batches", "16", *args)
+        return ([e for e in data["events"] if e["kind"] == "stream_copy"],
+                data["title"].endswith(", synthetic data"))
+    assert copies("--splits", "dense32") == ([], True)
+    with_host, said = copies("--splits", "dense32", "--host-data")
+    assert with_host and not said
+    assert copies()[0] and copies("--replicas", "2")[0] == []  # one IPU; replicated
+    assert copies("--synthetic-data")[0] == []
