@@ -1,0 +1,68 @@
+"""Every exercise: unsolved it asks for an answer, its solution passes, the wrong answers it
+lists are turned down with a hint that does not give the answer away, and nothing raises at
+the learner; in solutions mode ``...`` becomes the solution and a failing one raises."""
+import importlib
+import pkgutil
+
+import pytest
+
+import ipu_emulator.exercises as exercises
+from ipu_emulator.exercises import (REGISTRY, SOLUTIONS_VARIABLE, Feedback, SolutionFailed,
+                                    exercise, not_yet, right)
+
+for module in pkgutil.iter_modules(exercises.__path__):
+    importlib.import_module(f"{exercises.__name__}.{module.name}")
+
+EXERCISES = sorted(name for name in REGISTRY if not name.startswith(("doc.", "test.")))
+
+
+def test_every_notebook_has_at_least_two_exercises():
+    per_notebook = {}
+    for name in EXERCISES:
+        per_notebook.setdefault(name[:2], []).append(name)
+    assert {notebook: len(names) >= 2 for notebook, names in per_notebook.items()} == {
+        notebook: True for notebook in per_notebook}
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_unsolved_asks_for_an_answer(name, monkeypatch):
+    monkeypatch.delenv(SOLUTIONS_VARIABLE, raising=False)
+    feedback = REGISTRY[name].check(...)
+    assert isinstance(feedback, Feedback) and not feedback.ok
+    assert "Replace ... with your answer" in feedback.text
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_the_solution_passes_and_wrong_answers_get_a_hint(name):
+    entry = REGISTRY[name]
+    solution = entry.solution()
+    assert entry.check(solution).ok
+    assert entry.wrong, f"{name} lists no wrong answers to try"
+    for answer in entry.wrong:
+        feedback = entry.check(answer)
+        assert not feedback.ok and feedback.text.startswith("Not yet. Hint: "), (answer, feedback)
+        if isinstance(solution, (int, float)) and not isinstance(solution, bool):
+            # A hint never gives a number away (a choice among names may list them all).
+            assert f"{solution:g}" not in feedback.text.replace(f"{answer}", "")
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_solutions_mode_fills_in_the_solution(name, monkeypatch):
+    monkeypatch.setenv(SOLUTIONS_VARIABLE, "1")
+    assert REGISTRY[name].check(...).ok
+
+
+def test_a_check_that_raises_gives_a_hint_and_a_failing_solution_raises(monkeypatch):
+    @exercise("test.raises", solution=lambda: 0, wrong=(1,))
+    def check(answer):
+        if answer == 0:
+            raise ZeroDivisionError("division by zero")
+        return right("fine") if answer == 2 else not_yet("try 2")
+
+    feedback = check(0)
+    assert not feedback.ok and "ZeroDivisionError: division by zero" in feedback.text
+    assert "<div" in feedback._repr_html_() and check(2)._repr_html_().count("#2e7d32") == 1
+    monkeypatch.setenv(SOLUTIONS_VARIABLE, "1")
+    with pytest.raises(SolutionFailed, match="'test.raises' fails its check"):
+        check(...)
+    assert check(2).ok  # an answer given is checked as it is
