@@ -2,18 +2,24 @@
 from __future__ import annotations
 
 from ipu_emulator.sim.bubbles import bubble_breakdown
+from ipu_emulator.sim.timeline import CLOCK as SIMULATED_CLOCK
 from ipu_emulator.sim.timeline import Timeline, format_bytes
 from ipu_emulator.views.style import time_formatter
 
+HOST_CLOCK = "simulated host time"
+
 
 def summary_table(timeline: Timeline) -> str:
-    """A plain-text table of the timeline's metrics; every time is simulated IPU time.
+    """A plain-text table of the timeline's metrics, each time labelled with its clock: the
+    host's launch of engine runs is *simulated host time*, the rest simulated IPU time.  The
+    share of IPU time not spent computing is the *bubble fraction* of a pipelined (or sharded)
+    timeline, and plainly the *IPU idle fraction* of any other (one IPU, or replicas).
 
     >>> from ipu_emulator.record import ComputeCost, EngineRun
     >>> from ipu_emulator.sim.timeline import simulate_engine_runs
     >>> text = summary_table(simulate_engine_runs([EngineRun("p", 1, ComputeCost(forward_flops=1e9))]))
-    >>> "makespan (simulated IPU time)" in text
-    True
+    >>> "makespan (simulated IPU time)" in text, "host overhead (simulated host time)" in text
+    (True, True)
     """
     m = timeline.metrics
     clock = timeline.clock
@@ -22,11 +28,13 @@ def summary_table(timeline: Timeline) -> str:
         (f"makespan ({clock})", format_seconds(m.makespan)),
         ("engine runs", str(m.engine_runs)),
         ("loop iterations", str(m.iterations)),
-        (f"host overhead ({clock})",
+        # The launch is the host's work, priced by the same cost model.
+        (f"host overhead ({HOST_CLOCK if clock == SIMULATED_CLOCK else clock})",
          f"{format_seconds(m.host_overhead_time)} ({100 * m.host_overhead_fraction:.1f} % of makespan)"),
         (f"stream copies, busiest IPU ({clock})", format_seconds(m.stream_copy_time)),
-        # "Bubble" is pipeline vocabulary; with one IPU it is simply idle time.
-        ("bubble fraction" if len(timeline.ipu_lanes) > 1 else "IPU idle fraction",
+        # "Bubble" is pipeline vocabulary; without pipeline phases (one IPU, or replicas
+        # side by side) it is simply idle time.
+        ("bubble fraction" if getattr(timeline, "phases", None) else "IPU idle fraction",
          f"{100 * m.bubble_fraction:.1f} %"),
     ]
     if getattr(timeline, "phases", None):
