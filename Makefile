@@ -14,9 +14,9 @@ STAMP := $(VENV)/.installed-stamp
 # The pure layers (plain Python, no TensorFlow: pyproject.toml's import contracts keep them so),
 # plus cli/profiling, the only other module with docstring examples.  Every docstring example
 # runs as a test; test-fast runs them with the pure layers' own tests.
-PURE_MODULES := ipu_emulator/sim ipu_emulator/views ipu_emulator/record.py widgets \
+PURE_MODULES := ipu_emulator/sim ipu_emulator/views ipu_emulator/record.py ipu_emulator/exercises widgets \
 	ipu_emulator/cli/profiling.py
-PURE_TESTS := tests/sim tests/views tests/widgets tests/cli/test_simulate.py
+PURE_TESTS := tests/sim tests/views tests/widgets tests/exercises tests/cli/test_simulate.py
 
 env: $(STAMP)
 
@@ -26,10 +26,18 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[lab,test]"
 	@touch $(STAMP)
 
-lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=notebooks
+# As root (classroom containers, cloud VMs) Jupyter refuses to start without --allow-root.
+# Jupyter prints the URL to open (with its token) once the server is up.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-# The bundled data sample keeps test runs offline and reproducible.
+lab: $(STAMP)
+	@echo "Starting JupyterLab on notebooks/: open the http://127.0.0.1:... URL it prints below."
+	$(BIN)/jupyter lab --notebook-dir=notebooks $(ALLOW_ROOT)
+
+# The bundled data sample keeps test runs offline and reproducible.  The notebooks run with
+# their exercises solved (IPU_LAB_SOLUTIONS=1: each check fills in its solution and fails the
+# cell if the solution fails); tests/scripts/test_stored_exercises.py checks that the stored
+# notebooks show them unsolved, with feedback and no traceback.
 # tests/browser/ drives JupyterLab in headless Chromium: scripts/ensure_browser.sh installs
 # Debian's chromium when missing (as root), or says how to; IPU_LAB_CHROMIUM=/path/to/chrome
 # picks another binary.  Without a browser: make test PYTEST_ARGS='-m "not browser"'.
@@ -37,7 +45,7 @@ test: $(STAMP)
 	$(if $(findstring not browser,$(PYTEST_ARGS)),,@bash scripts/ensure_browser.sh)
 	$(BIN)/lint-imports --no-cache
 	MPLBACKEND=Agg $(BIN)/python -m pytest -q -p no:cacheprovider --doctest-modules $(PURE_MODULES)
-	IPU_EMULATOR_DATA=sample MPLBACKEND=Agg $(BIN)/python -m pytest --nbval-lax $(PYTEST_ARGS) tests notebooks
+	IPU_EMULATOR_DATA=sample IPU_LAB_SOLUTIONS=1 MPLBACKEND=Agg $(BIN)/python -m pytest --nbval-lax $(PYTEST_ARGS) tests notebooks
 
 # The simulator, views and widgets only, without TensorFlow: about ten seconds.
 test-fast: $(STAMP)

@@ -1,9 +1,18 @@
-"""Under pytest (nbval), every figure a notebook draws is checked for legibility.
+"""Under pytest (nbval), every figure a notebook draws is checked for legibility, and each
+notebook's kernel is held to the classroom memory limits.
 
 The notebooks' kernels run ``scripts/notebook_startup.py`` (as ``PYTHONSTARTUP``), which
 checks each figure with ``ipu_emulator.views.legibility.figure_problems`` and logs one JSON
-line per figure; a cell's test fails when the figures of that cell had problems.  Learners
-running the notebooks outside pytest never load any of this.
+line per figure; a cell's test fails when the figures of that cell had problems.  It also
+logs the kernel's peak memory after each cell: a cell's test fails when the kernel has gone
+over its limit (``TENSORFLOW_KERNEL_LIMIT`` once TensorFlow is imported, else
+``PLAIN_KERNEL_LIMIT``; two notebooks have their own, in ``KERNEL_LIMITS``: what
+notebooks/README.md tells instructors to allow per learner).
+Each notebook's running time, peak memory (RSS, the limit's measure) and private peak (its
+anonymous memory: what one more learner's kernel adds to a server, the shared libraries being
+loaded once for all) are printed at the end of the run and written to
+``build/notebook_resources.json``.  Learners running the notebooks outside pytest never load
+any of this.
 """
 import json
 import os
@@ -13,8 +22,23 @@ from pathlib import Path
 import pytest
 
 LOG_VARIABLE = "IPU_LEGIBILITY_LOG"
+RESOURCE_VARIABLE = "IPU_RESOURCE_LOG"
 STARTUP = Path(__file__).resolve().parents[1] / "scripts" / "notebook_startup.py"
+RESOURCES_JSON = Path(__file__).resolve().parents[1] / "build" / "notebook_resources.json"
+GB = 1e9
+TENSORFLOW_KERNEL_LIMIT = 0.8 * GB
+PLAIN_KERNEL_LIMIT = 0.2 * GB
+# The two notebooks that train the tutorials' convolutional network peak higher: on every
+# step TensorFlow's CPU convolution gradients allocate scratch buffers of about 28 MB, and
+# glibc keeps the freed memory resident (its private share stays near 0.4 GB).  Measured
+# 0.77-0.79 GB (01) and 0.81-0.90 GB (02) over four runs; notebooks/README.md says so.
+CONVOLUTION_KERNEL_LIMIT = 0.95 * GB
+KERNEL_LIMITS = {"01_porting_a_simple_example.ipynb": CONVOLUTION_KERNEL_LIMIT,
+                 "02_loops_and_data_pipelines.ipynb": CONVOLUTION_KERNEL_LIMIT}
 _LOG_OFFSET = pytest.StashKey[int]()
+_RESOURCE_OFFSET = pytest.StashKey[int]()
+# notebook name -> {"seconds", "peak_bytes", "tensorflow"}, in the order they ran
+_RESOURCES = {}
 
 
 @pytest.hookimpl(trylast=True)  # after the tmp_path plugin has configured its factory
@@ -25,35 +49,84 @@ def pytest_configure(config):
     folder = factory.mktemp("legibility") if factory else Path(tempfile.mkdtemp("legibility"))
     os.environ["PYTHONSTARTUP"] = str(STARTUP)
     os.environ[LOG_VARIABLE] = str(folder / "figures.jsonl")
+    os.environ[RESOURCE_VARIABLE] = str(folder / "resources.jsonl")
 
 
-def _log() -> Path:
-    return Path(os.environ[LOG_VARIABLE])
+def _offset(variable: str) -> int:
+    path = Path(os.environ[variable])
+    return path.stat().st_size if path.exists() else 0
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    """Fail a cell's test when figures checked while it ran had problems.  The kernel writes
-    the log before it replies to the cell's execution, so the lines are there by the time
-    nbval's call phase ends."""
-    outcome = yield
-    report = outcome.get_result()
-    log = _log()
-    if report.when == "setup":
-        item.stash[_LOG_OFFSET] = log.stat().st_size if log.exists() else 0
-        return
-    if report.when != "call" or not log.exists():
-        return
-    with open(log, encoding="utf-8") as lines:
-        lines.seek(item.stash.get(_LOG_OFFSET, 0))
-        records = [json.loads(line) for line in lines if line.strip()]
-    problems = [f"{record['figure']} (cell starting {record['cell']!r}): {problem}"
-                for record in records for problem in record["problems"]]
-    if not problems:
-        return
-    text = "Figures that are hard to read:\n" + "\n".join(f"  - {p}" for p in problems)
+def _records_since(variable: str, offset: int):
+    path = Path(os.environ[variable])
+    if not path.exists():
+        return []
+    with open(path, encoding="utf-8") as lines:
+        lines.seek(offset)
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+def _fail(report, heading: str, problems) -> None:
+    text = heading + "\n" + "\n".join(f"  - {p}" for p in problems)
     if report.passed:
         report.outcome = "failed"
         report.longrepr = text
     else:
-        report.sections.append(("figure legibility", text))
+        report.sections.append((heading, text))
+
+
+def _is_notebook_cell(item) -> bool:
+    return str(item.path).endswith(".ipynb")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Fail a cell's test when figures checked while it ran had problems, or when its kernel
+    went over its memory limit.  The kernel writes the logs before it replies to the cell's
+    execution, so the lines are there by the time nbval's call phase ends."""
+    outcome = yield
+    report = outcome.get_result()
+    if not _is_notebook_cell(item):
+        return
+    if report.when == "setup":
+        item.stash[_LOG_OFFSET] = _offset(LOG_VARIABLE)
+        item.stash[_RESOURCE_OFFSET] = _offset(RESOURCE_VARIABLE)
+        return
+    if report.when != "call":
+        return
+    figures = _records_since(LOG_VARIABLE, item.stash.get(_LOG_OFFSET, 0))
+    problems = [f"{record['figure']} (cell starting {record['cell']!r}): {problem}"
+                for record in figures for problem in record["problems"]]
+    if problems:
+        _fail(report, "Figures that are hard to read:", problems)
+
+    notebook = Path(item.path).name
+    usage = _RESOURCES.setdefault(notebook, {"seconds": 0.0, "peak_bytes": 0,
+                                             "private_peak_bytes": 0, "tensorflow": False})
+    usage["seconds"] += report.duration
+    for record in _records_since(RESOURCE_VARIABLE, item.stash.get(_RESOURCE_OFFSET, 0)):
+        for key in ("peak_bytes", "private_peak_bytes"):
+            usage[key] = max(usage[key], record[key])
+        usage["tensorflow"] = usage["tensorflow"] or record["tensorflow"]
+    limit = (KERNEL_LIMITS.get(notebook, TENSORFLOW_KERNEL_LIMIT) if usage["tensorflow"]
+             else PLAIN_KERNEL_LIMIT)
+    if usage["peak_bytes"] > limit:
+        kind = "a TensorFlow kernel" if usage["tensorflow"] else "a kernel without TensorFlow"
+        _fail(report, "Kernel memory over the classroom limit:",
+              [f"{notebook}'s kernel peaked at {usage['peak_bytes'] / GB:.2f} GB so far; "
+               f"{kind} may use {limit / GB:.1f} GB (notebooks/README.md)"])
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _RESOURCES:
+        return
+    RESOURCES_JSON.parent.mkdir(exist_ok=True)
+    RESOURCES_JSON.write_text(json.dumps(_RESOURCES, indent=1) + "\n", encoding="utf-8")
+    terminalreporter.section("notebook kernels: time, peak memory (RSS), private peak")
+    for notebook, usage in _RESOURCES.items():
+        terminalreporter.write_line(
+            f"{notebook:<48} {usage['seconds']:6.1f} s  {usage['peak_bytes'] / GB:5.2f} GB"
+            f"  {usage['private_peak_bytes'] / GB:5.2f} GB"
+            f"{'  (TensorFlow)' if usage['tensorflow'] else ''}")
+    terminalreporter.write_line(f"(written to {RESOURCES_JSON.relative_to(Path.cwd())})"
+                                if RESOURCES_JSON.is_relative_to(Path.cwd()) else "")

@@ -1,4 +1,4 @@
-"""Check every matplotlib figure a notebook draws for legibility, when run under pytest.
+"""Under pytest, check every figure a notebook draws for legibility and log kernel memory.
 
 notebooks/conftest.py points ``PYTHONSTARTUP`` here and ``IPU_LEGIBILITY_LOG`` at a log
 file; IPython kernels run ``PYTHONSTARTUP`` when they start.  After each cell, and whenever a
@@ -6,6 +6,9 @@ figure is displayed, each figure not yet checked (or changed since) goes through
 ``ipu_emulator.views.legibility.figure_problems``; one JSON line per figure is appended to
 the log (cell, figure, seconds, problems) and the conftest fails the cell's test when it
 found problems.
+
+With ``IPU_RESOURCE_LOG`` set, it also logs the kernel's peak memory after each cell (one
+JSON line), which the conftest checks against the classroom limits.
 
 Silent and harmless: without ``IPU_LEGIBILITY_LOG``, outside IPython or before matplotlib is
 imported it does nothing; it never prints (errors go to the log, as problems); it leaves no
@@ -64,6 +67,12 @@ def _install_legibility_hook():
         from matplotlib._pylab_helpers import Gcf  # pyplot's figures (plt.figure(n) would
         for manager in Gcf.get_all_fig_managers():  # change the current one)
             check(manager.canvas.figure)
+        # Then close them, as the inline backend a learner's JupyterLab uses does after every
+        # cell: left open, a test run's kernel holds every figure of the notebook, and its
+        # peak memory would overstate a learner's.
+        pyplot = sys.modules["matplotlib.pyplot"]
+        if "inline" not in pyplot.get_backend():
+            pyplot.close("all")
 
     def check_displayed_figure(fig):
         # The inline backend's plt.show() displays and closes figures inside the cell, before
@@ -80,8 +89,64 @@ def _install_legibility_hook():
         "matplotlib.figure", "Figure", check_displayed_figure)
 
 
-try:
-    _install_legibility_hook()
-except Exception:  # never break a kernel's start-up
-    pass
-del _install_legibility_hook
+def _install_resource_log():
+    """After each cell, log the kernel's peak memory so far (notebooks/conftest.py checks it
+    against the classroom limits and reports it per notebook)."""
+    import json
+    import os
+    import resource
+    import sys
+    import threading
+    import time
+
+    log_path = os.environ.get("IPU_RESOURCE_LOG")
+    if not log_path:
+        return
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    # The peak of the kernel's private (anonymous) memory: what each more learner's kernel
+    # costs a server, since the shared libraries' pages (a third of TensorFlow's footprint)
+    # are loaded once for all kernels.  The OS keeps no peak of it, so a thread samples it.
+    private = {"peak_bytes": 0}
+
+    def private_bytes():
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def sample_private():
+        while True:
+            private["peak_bytes"] = max(private["peak_bytes"], private_bytes())
+            time.sleep(0.02)
+
+    if os.path.exists("/proc/self/status"):
+        threading.Thread(target=sample_private, name="private-memory-sampler",
+                         daemon=True).start()
+
+    def log_peak():
+        peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+        if os.path.exists("/proc/self/status"):
+            private["peak_bytes"] = max(private["peak_bytes"], private_bytes())
+        record = {"pid": os.getpid(), "peak_bytes": peak_kib * 1024,
+                  "private_peak_bytes": private["peak_bytes"],
+                  "tensorflow": "tensorflow" in sys.modules}
+        with open(log_path, "a", encoding="utf-8") as log:
+            log.write(json.dumps(record) + "\n")
+
+    shell.events.register("post_execute", log_peak)
+
+
+for _install in (_install_legibility_hook, _install_resource_log):
+    try:
+        _install()
+    except Exception:  # never break a kernel's start-up
+        pass
+del _install, _install_legibility_hook, _install_resource_log

@@ -34,7 +34,7 @@ The helpers below take a Playwright ``Page`` (and return ``Locator`` objects):
 ``pixel_difference(png_a, png_b)`` -> fraction (0..1) of pixels that differ; images of
     different sizes count as completely different (1.0).  ``images_differ(a, b, threshold)``.
 ``cell_states(page)``
-    Per code cell: ``{"running", "count" (execution count, 0 if none), "error"}``.
+    Per code cell: ``{"running", "count" (execution count, 0 if none), "error", "hidden"}``.
 ``wait_for_kernel_idle(page)``, ``save_notebook(page)``, ``saved_notebook(lab, name)``
     (the notebook JSON as JupyterLab saved it: ``output_type == "error"`` is exact).
 ipywidgets: ``widget_dropdown(page, description)`` (the ``<select>``),
@@ -395,7 +395,9 @@ _CELL_STATES_JS = """
     const error = [...cell.querySelectorAll(
         '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')]
         .some(o => isTraceback.test(o.textContent));
-    return {running: prompt.includes('*'), count, error};
+    // A cell whose source is collapsed (a lesson check) shows a placeholder without a count.
+    const hidden = !cell.querySelector('.jp-InputArea-prompt');
+    return {running: prompt.includes('*'), count, error, hidden};
   });
 }
 """
@@ -406,14 +408,17 @@ _ALL_EXECUTED_JS = """
   if (status !== 'idle') return false;
   const cells = (%s)([panel, traceback]);
   if (cells.some(c => c.running)) return false;
-  // Done when every code cell ran again, or when the run stopped at a cell that raised.
-  return cells.every(c => c.count > started) || cells.some(c => c.count > started && c.error);
+  // Done when every code cell that shows its count ran again (collapsed cells between them
+  // ran too: Run All stops at an error), or when the run stopped at a cell that raised.
+  return cells.filter(c => !c.hidden).every(c => c.count > started) ||
+         cells.some(c => (c.hidden || c.count > started) && c.error);
 }
 """ % _CELL_STATES_JS.strip()
 
 
 def cell_states(page) -> list[dict]:
-    """For each code cell: ``{"running": bool, "count": execution count or 0, "error": bool}``."""
+    """For each code cell: ``{"running": bool, "count": execution count or 0, "error": bool,
+    "hidden": bool}`` (hidden: its source is collapsed, so it shows no count)."""
     return page.evaluate(_CELL_STATES_JS, [notebook_panel(page).element_handle(),
                                            TRACEBACK_PATTERN])
 

@@ -12,11 +12,33 @@ from lab_driver import (cell_states, error_outputs, image_src, images_differ, op
 pytestmark = pytest.mark.browser
 
 
-def write_notebook(path, sources):
+def write_notebook(path, sources, collapsed=()):
+    """Code cells with these sources; those whose index is in ``collapsed`` are lesson
+    checks, their source hidden as the notebooks store them."""
     notebook = nbformat.v4.new_notebook(metadata={"kernelspec": {
         "display_name": "Python 3", "language": "python", "name": "python3"}})
     notebook.cells = [nbformat.v4.new_code_cell(source) for source in sources]
+    for index in collapsed:
+        notebook.cells[index].metadata = {"tags": ["lesson-check"],
+                                          "jupyter": {"source_hidden": True}}
     nbformat.write(notebook, path)
+
+
+def test_collapsed_lesson_checks_run_and_a_failing_one_stops_the_run(page, lab):
+    """A collapsed cell shows no execution count: Run All still finishes, and a failing
+    collapsed check is seen as the error that stopped it."""
+    write_notebook(lab.root_dir / "collapsed_check.ipynb",
+                   ["x = 1", "# Lesson check: x\nassert x == 1", "y = 2",
+                    "# Lesson check: y\nassert y == 3", "print('never runs')"],
+                   collapsed=(1, 3))
+    open_notebook(page, lab, "collapsed_check.ipynb")
+    run_all_cells(page, timeout=60_000)
+
+    states = cell_states(page)
+    assert [cell["hidden"] for cell in states] == [False, True, False, True, False]
+    assert [cell["error"] for cell in states] == [False, False, False, True, False]
+    assert states[2]["count"] > 0 and states[-1]["count"] == 0
+    assert any("AssertionError" in error for error in error_outputs(page))
 
 
 def test_harness_tells_tracebacks_from_warnings(page, lab):

@@ -1,0 +1,53 @@
+"""`make lab` starts JupyterLab as the README says, for every user (root included: Jupyter
+refuses root without --allow-root, which the Makefile adds for root alone), prints the URL to
+open, and that URL serves the lab."""
+import os
+import re
+import selectors
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LAB_URL = re.compile(r"http://127\.0\.0\.1:\d+/lab\?token=\w+")
+START_TIMEOUT_S = 120
+
+
+def read_until_url(process) -> tuple:
+    """(the URL Jupyter printed, everything printed so far)."""
+    selector = selectors.DefaultSelector()
+    selector.register(process.stdout, selectors.EVENT_READ)
+    printed = ""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline and process.poll() is None:
+        if selector.select(timeout=1):
+            line = process.stdout.readline()
+            printed += line
+            found = LAB_URL.search(line)
+            if found:
+                return found.group(0), printed
+    return None, printed
+
+
+def test_make_lab_starts_the_lab_and_prints_its_url():
+    # BROWSER=true: Jupyter "opens" the URL with the no-op command, not a real browser.
+    env = dict(os.environ, BROWSER="true")
+    process = subprocess.Popen(["make", "lab"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        url, printed = read_until_url(process)
+        assert url, f"make lab printed no lab URL within {START_TIMEOUT_S} s:\n{printed[-3000:]}"
+        assert "open the http://127.0.0.1:... URL it prints below" in printed
+        assert "Running as root is not recommended" not in printed
+        with urllib.request.urlopen(url, timeout=30) as response:
+            page = response.read().decode("utf-8", "replace")
+        assert response.status == 200 and "<title>JupyterLab</title>" in page
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()

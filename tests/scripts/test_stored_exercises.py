@@ -1,0 +1,40 @@
+"""The exercises as a learner first meets them, in the stored notebooks: each "your turn"
+cell ran unsolved and shows feedback that asks for an answer (never a traceback), and each
+is followed by a solution the learner can reveal.  (The test command also runs every
+notebook with the solutions filled in: IPU_LAB_SOLUTIONS=1 in the Makefile.)"""
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
+CHECK_CALL = re.compile(r"\bexercises\.check_\w+\(")
+
+
+def text_of(value) -> str:
+    return "".join(value) if isinstance(value, list) else value
+
+
+def exercise_cells(notebook: Path):
+    """(index, cell, the next cell) of each code cell that calls an exercise's check."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    for index, cell in enumerate(cells):
+        if cell["cell_type"] == "code" and CHECK_CALL.search(text_of(cell["source"])):
+            yield index, cell, cells[index + 1] if index + 1 < len(cells) else None
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[n.name for n in NOTEBOOKS])
+def test_each_exercise_is_stored_unsolved_with_feedback_and_a_solution(notebook):
+    found = list(exercise_cells(notebook))
+    assert len(found) >= 2, f"{notebook.name} has {len(found)} exercises; at least two"
+    for index, cell, following in found:
+        outputs = cell.get("outputs", [])
+        assert not [o for o in outputs if o["output_type"] == "error"], f"cell {index}"
+        shown = " ".join(text_of(o.get("data", {}).get("text/plain", "")) for o in outputs)
+        assert "Replace ... with your answer" in shown, (
+            f"{notebook.name} cell {index} should be stored unsolved, asking for an answer; "
+            f"it shows {shown[:200]!r}")
+        assert following is not None and following["cell_type"] == "markdown" and \
+            "<details>" in text_of(following["source"]), (
+                f"{notebook.name} cell {index} is not followed by a solution in <details>")
