@@ -406,6 +406,11 @@ class ReplicatedBuild:
             self.copies[(name, replica)] = copy
             self.owner[copy._handle.op.name] = replica  # pylint: disable=protected-access
             _copies_in(self.graph).setdefault(name, [variable]).append(copy)
+            # A later build of the variable (late_compile's) replaces an earlier build's copies.
+            latest = _latest_copies_in(self.graph)
+            if name not in latest or latest[name][0] != id(self):
+                latest[name] = (id(self), {})
+            latest[name][1][replica] = copy
         return copy._handle  # pylint: disable=protected-access
 
     def _make_copy(self, variable, replica):
@@ -539,15 +544,25 @@ class ReplicatedBuild:
 
 # Group sizes of the cross-replica placeholders, for their gradients.
 _group_sizes: Dict[str, Optional[int]] = {}
-# graph -> {handle op name: [variable, copy for replica 1, ...]}
-_all_copies = weakref.WeakKeyDictionary()
+# The copies' registries are kept on their graph, not in a weakref.WeakKeyDictionary keyed by
+# it: the variables they list reference their graph, so a weak-keyed entry would keep every
+# graph (with its datasets' constants) alive for ever.  On the graph they go when it goes.
+def _registry_on(graph, attribute: str) -> dict:
+    found = getattr(graph, attribute, None)
+    if found is None:
+        found = {}
+        setattr(graph, attribute, found)
+    return found
 
 
 def _copies_in(graph) -> Dict[str, list]:
-    found = _all_copies.get(graph)
-    if found is None:
-        found = _all_copies[graph] = {}
-    return found
+    """{handle op name: [variable, copy for replica 1, ...]} of ``graph``."""
+    return _registry_on(graph, "_ipu_emulator_replica_copies")
+
+
+def _latest_copies_in(graph) -> Dict[str, tuple]:
+    """{handle op name: (id of the latest build that copied it, {replica: its copy})}."""
+    return _registry_on(graph, "_ipu_emulator_latest_replica_copies")
 
 
 
@@ -647,14 +662,25 @@ def copy_initializers(graph) -> set:
 
 
 def replica_variables(variable) -> list:
-    """``[variable, replica 1's copy, ...]``; just ``[variable]`` if it was never replicated."""
+    """``[variable, replica 1's copy, ...]``; just ``[variable]`` if it was never replicated.
+    Every copy any build made (a program built again at its first run made new ones)."""
     handle = variable._handle  # pylint: disable=protected-access
     return list(_copies_in(handle.graph).get(handle.op.name, [variable]))
 
 
+def latest_replica_variables(variable) -> list:
+    """``[variable, replica 1's copy, ...]`` of the latest build that copied ``variable``:
+    a program built again for its device at its first run (``late_compile``) runs with its
+    new copies, not with the unused ones of the build it replaced."""
+    handle = variable._handle  # pylint: disable=protected-access
+    _, latest = _latest_copies_in(handle.graph).get(handle.op.name, (None, {}))
+    return [variable] + [latest[replica] for replica in sorted(latest)]
+
+
 def replica_values(session, variable) -> list:
-    """The value of ``variable`` on every replica (``session.run`` of each copy)."""
-    return session.run([v.value() for v in replica_variables(variable)])
+    """The value of ``variable`` on every replica (``session.run`` of each copy), as the
+    latest build of its program made them (``latest_replica_variables``)."""
+    return session.run([v.value() for v in latest_replica_variables(variable)])
 
 
 # --- the handle redirection ---------------------------------------------------------------

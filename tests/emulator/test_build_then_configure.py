@@ -248,3 +248,34 @@ def test_a_pipeline_built_before_configuring_gets_its_replicas_at_the_first_run(
     expected = train_replicated_keras_pipeline(configure_first=True)
     np.testing.assert_array_equal(losses, expected[1])
     np.testing.assert_array_equal(replicas[0], expected[2][0])
+
+
+def test_replica_values_after_a_late_build_are_the_copies_that_ran():
+    """Built while a 2-IPU device was configured, run on 4 IPUs: the program is built again
+    for 4 replicas, and ``replica_values`` lists those four, not the first build's unused
+    copy."""
+    from ipu_emulator.runtime import replication
+    configure_ipus(2)
+    with tf.Graph().as_default():
+        data = tf.data.Dataset.from_tensor_slices(X).repeat().batch(2, drop_remainder=True)
+        infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(data)
+        dense = tf.keras.layers.Dense(1)
+
+        def step(features):
+            loss = tf.reduce_mean(tf.square(dense(features)))
+            optimizer = ipu.optimizers.CrossReplicaOptimizer(
+                tf.compat.v1.train.GradientDescentOptimizer(0.1))
+            return optimizer.minimize(loss)
+
+        with ipu.scopes.ipu_scope("/device:IPU:0"):
+            run = ipu.ipu_compiler.compile(lambda: ipu.loops.repeat(3, step, [], infeed))
+        configure_ipus(4)
+        with tf.compat.v1.Session() as sess:
+            sess.run([tf.compat.v1.global_variables_initializer(), infeed.initializer])
+            before = sess.run(dense.kernel)
+            sess.run(run)
+            replicas = replication.replica_values(sess, dense.kernel)
+    assert len(replicas) == 4
+    assert not np.allclose(replicas[0], before)
+    for copy in replicas[1:]:
+        np.testing.assert_array_equal(copy, replicas[0])
