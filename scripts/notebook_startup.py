@@ -131,11 +131,20 @@ def _install_resource_log():
         threading.Thread(target=sample_private, name="private-memory-sampler",
                          daemon=True).start()
 
+    def peak_rss_bytes():
+        # VmHWM: this process's own peak since it started.  Not getrusage's ru_maxrss, which
+        # survives exec: a kernel started by a big pytest process would report its parent's.
+        if os.path.exists("/proc/self/status"):
+            with open("/proc/self/status", encoding="ascii") as status:
+                for line in status:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) * 1024
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB, elsewhere
+
     def log_peak():
-        peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
         if os.path.exists("/proc/self/status"):
             private["peak_bytes"] = max(private["peak_bytes"], private_bytes())
-        record = {"pid": os.getpid(), "peak_bytes": peak_kib * 1024,
+        record = {"pid": os.getpid(), "peak_bytes": peak_rss_bytes(),
                   "private_peak_bytes": private["peak_bytes"],
                   "tensorflow": "tensorflow" in sys.modules}
         with open(log_path, "a", encoding="utf-8") as log:

@@ -7,6 +7,7 @@ import selectors
 import signal
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -31,6 +32,19 @@ def read_until_url(process) -> tuple:
     return None, printed
 
 
+def fetch(url, attempts=30):
+    """(status, page) of the URL, retrying while the server is not yet accepting (it may
+    print its URL a moment before it does, on a busy machine)."""
+    for attempt in range(attempts):
+        try:
+            with urllib.request.urlopen(url, timeout=30) as response:
+                return response.status, response.read().decode("utf-8", "replace")
+        except urllib.error.URLError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(1)
+
+
 def test_make_lab_starts_the_lab_and_prints_its_url():
     # BROWSER=true: Jupyter "opens" the URL with the no-op command, not a real browser.
     env = dict(os.environ, BROWSER="true")
@@ -41,9 +55,8 @@ def test_make_lab_starts_the_lab_and_prints_its_url():
         assert url, f"make lab printed no lab URL within {START_TIMEOUT_S} s:\n{printed[-3000:]}"
         assert "open the http://127.0.0.1:... URL it prints below" in printed
         assert "Running as root is not recommended" not in printed
-        with urllib.request.urlopen(url, timeout=30) as response:
-            page = response.read().decode("utf-8", "replace")
-        assert response.status == 200 and "<title>JupyterLab</title>" in page
+        status, page = fetch(url)
+        assert status == 200 and "<title>JupyterLab</title>" in page, (status, page[:500])
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         try:

@@ -13,7 +13,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_notebooks(tmp_path, sources):
+def run_notebooks(tmp_path, sources, command=None):
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "scripts").mkdir()
     shutil.copy(ROOT / "notebooks" / "conftest.py", tmp_path / "notebooks")
@@ -28,9 +28,22 @@ def run_notebooks(tmp_path, sources):
     env = {key: value for key, value in os.environ.items()
            if key not in ("PYTHONSTARTUP", "IPU_LEGIBILITY_LOG", "IPU_RESOURCE_LOG")}
     env["MPLBACKEND"] = "Agg"   # as make test runs the notebooks
+    command = command or [sys.executable, "-m", "pytest"]
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "--nbval-lax", "-p", "no:cacheprovider", "notebooks"],
+        [*command, "--nbval-lax", "-p", "no:cacheprovider", "notebooks"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_a_kernel_reports_its_own_peak_not_its_parents(tmp_path):
+    """Run from a process that holds 0.3 GB: getrusage's ru_maxrss survives exec, so a kernel
+    would inherit that peak; the kernel's own (VmHWM) is far lower."""
+    code = ("import runpy, sys; held = b'x' * 300_000_000; sys.argv = ['pytest', *sys.argv[1:]];"
+            "runpy.run_module('pytest', run_name='__main__')")
+    result = run_notebooks(tmp_path, {"small.ipynb": "total = sum(range(1000))"},
+                           command=[sys.executable, "-c", code])
+    assert result.returncode == 0, result.stdout[-2000:]
+    usage = json.loads((tmp_path / "build" / "notebook_resources.json").read_text())
+    assert usage["small.ipynb"]["peak_bytes"] < 0.2e9
 
 
 def test_a_kernel_over_its_limit_fails_and_every_notebook_is_reported(tmp_path):
