@@ -16,21 +16,29 @@ names in the notebook's namespace; matplotlib is never imported by it.
 """
 
 
-def _install_legibility_hook():
-    import json
+def _log_and_shell(variable):
+    """(the log file named by the environment ``variable``, this IPython shell), or
+    (None, None) when either is missing: then a hook has nothing to do."""
     import os
+
+    log_path = os.environ.get(variable)
+    if not log_path:
+        return None, None
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None, None
+    shell = get_ipython()
+    return (log_path, shell) if shell is not None else (None, None)
+
+
+def _install_legibility_hook(log_and_shell=_log_and_shell):  # bound now: the name is deleted below
+    import json
     import sys
     import time
     import weakref
 
-    log_path = os.environ.get("IPU_LEGIBILITY_LOG")
-    if not log_path:
-        return
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
-    shell = get_ipython()
+    log_path, shell = log_and_shell("IPU_LEGIBILITY_LOG")
     if shell is None:
         return
 
@@ -89,7 +97,7 @@ def _install_legibility_hook():
         "matplotlib.figure", "Figure", check_displayed_figure)
 
 
-def _install_resource_log():
+def _install_resource_log(log_and_shell=_log_and_shell):
     """After each cell, log the kernel's peak memory so far (notebooks/conftest.py checks it
     against the classroom limits and reports it per notebook)."""
     import json
@@ -99,14 +107,7 @@ def _install_resource_log():
     import threading
     import time
 
-    log_path = os.environ.get("IPU_RESOURCE_LOG")
-    if not log_path:
-        return
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
-    shell = get_ipython()
+    log_path, shell = log_and_shell("IPU_RESOURCE_LOG")
     if shell is None:
         return
 
@@ -158,4 +159,4 @@ for _install in (_install_legibility_hook, _install_resource_log):
         _install()
     except Exception:  # never break a kernel's start-up
         pass
-del _install, _install_legibility_hook, _install_resource_log
+del _install, _install_legibility_hook, _install_resource_log, _log_and_shell

@@ -26,7 +26,7 @@ import ipywidgets as w
 
 from ipu_emulator import views
 from ipu_emulator.views.time_axis import FoldedTime
-from ipu_emulator.sim import cost_model, hardware, model_layers
+from ipu_emulator.sim import builtin_models, cost_model, hardware
 from ipu_emulator.sim.hardware import HostModel
 from ipu_emulator.record import ComputeCost, EngineRun
 from ipu_emulator.sim.timeline import Timeline, simulate_engine_runs
@@ -35,25 +35,14 @@ IPU_VERSIONS = hardware.IPU_VERSIONS
 HOSTS = ("tutorial 3 host", "ideal host")
 STEPS_PER_EXECUTION_CHOICES = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 # Graphcore's tutorial 3 model: Flatten, Dense(128, relu), Dense(10, softmax), batches of 32.
-TUTORIAL3_MLP = (
-    model_layers.Input((28, 28), name="images"),
-    model_layers.Flatten(name="flatten"),
-    model_layers.Dense(128, activation="relu", name="dense128"),
-    model_layers.Dense(10, name="logits"),
-    model_layers.SoftmaxCrossEntropy(name="cel"),
-)
+TUTORIAL3_MLP = builtin_models.builtin_model("tutorial3-mlp")
 LOSS_BYTES = 4  # each step sends its float32 loss to the host through the outfeed
 TRACE_STEPS = 20  # steps drawn in the trace
 
 
 def tutorial3_step_cost(batch_size: int = 32) -> ComputeCost:
     """One training step of tutorial 3's MLP, from the declarative cost model."""
-    [stage] = cost_model.stage_costs(TUTORIAL3_MLP, (), batch_size)
-    return ComputeCost(
-        forward_flops=stage.forward_flops, backward_flops=stage.backward_flops,
-        weight_update_flops=stage.weight_update_flops,
-        bytes_accessed=stage.forward_bytes_accessed + stage.backward_bytes_accessed,
-        parameter_bytes=stage.parameter_bytes, activation_bytes=stage.activation_bytes)
+    return cost_model.step_cost(TUTORIAL3_MLP, batch_size)
 
 
 def batch_bytes(batch_size: int) -> int:

@@ -121,5 +121,24 @@ def exercise(name: str, solution: Callable, wrong: Tuple = (),
     return decorate
 
 
+def smallest_whole_number(holds: Callable[[int], bool]) -> int:
+    """The smallest n >= 1 for which ``holds(n)``, when it holds for every larger n too (a
+    share that falls as n grows, under a budget): doubling, then bisection.
+
+    >>> smallest_whole_number(lambda n: 100 / n <= 7)
+    15
+    """
+    low, high = 0, 1
+    while not holds(high):
+        low, high = high, 2 * high
+    while high - low > 1:
+        middle = (low + high) // 2
+        if holds(middle):
+            high = middle
+        else:
+            low = middle
+    return high
+
+
 __all__ = ["Feedback", "right", "not_yet", "exercise", "solutions_mode", "REGISTRY",
-           "Exercise", "SOLUTIONS_VARIABLE", "SolutionFailed"]
+           "Exercise", "SOLUTIONS_VARIABLE", "SolutionFailed", "smallest_whole_number"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from ipu_emulator.exercises import exercise, not_yet, right
+from ipu_emulator.exercises import exercise, not_yet, right, smallest_whole_number
 from ipu_emulator.record import ComputeCost, EngineRun
 from ipu_emulator.sim.timeline import simulate_engine_runs
 
@@ -90,16 +90,7 @@ def launch_share(steps: int, run: Optional[EngineRun] = None) -> float:
 
 
 def _fewest_steps(run: Optional[EngineRun] = None) -> int:
-    low, high = 1, 2
-    while launch_share(high, run) > LAUNCH_BUDGET:      # the share falls as steps grow
-        low, high = high, 2 * high
-    while high - low > 1:
-        middle = (low + high) // 2
-        if launch_share(middle, run) > LAUNCH_BUDGET:
-            low = middle
-        else:
-            high = middle
-    return high
+    return smallest_whole_number(lambda steps: launch_share(steps, run) <= LAUNCH_BUDGET)
 
 
 @exercise("01.steps-per-run", solution=_fewest_steps, wrong=(10, 125, 1000, 0, "60"))

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ipu_emulator.exercises import exercise, not_yet, right
+from ipu_emulator.exercises import exercise, not_yet, right, smallest_whole_number
 from ipu_emulator.record import ComputeCost, EngineRun
-from ipu_emulator.sim import cost_model, model_layers
+from ipu_emulator.sim import builtin_models, cost_model
 from ipu_emulator.sim.hardware import HostModel
 from ipu_emulator.sim.timeline import simulate_engine_runs
 
@@ -32,13 +32,6 @@ LOSS_BYTES = 4
 LAUNCH_BUDGET = 0.02
 RATIO_TOLERANCE = 0.05
 
-TUTORIAL3_MLP = (
-    model_layers.Input((28, 28), name="images"),
-    model_layers.Flatten(name="flatten"),
-    model_layers.Dense(128, activation="relu", name="dense128"),
-    model_layers.Dense(10, name="logits"),
-    model_layers.SoftmaxCrossEntropy(name="cel"),
-)
 
 
 # One training step of the notebook's MLP (batches of 32, SGD), as the emulator recorded it
@@ -50,13 +43,8 @@ REFERENCE_STEP_COST = ComputeCost(
 
 
 def tutorial3_step_cost() -> ComputeCost:
-    """One training step of tutorial 3's MLP, from the declarative cost model."""
-    [stage] = cost_model.stage_costs(TUTORIAL3_MLP, (), BATCH_SIZE)
-    return ComputeCost(
-        forward_flops=stage.forward_flops, backward_flops=stage.backward_flops,
-        weight_update_flops=stage.weight_update_flops,
-        bytes_accessed=stage.forward_bytes_accessed + stage.backward_bytes_accessed,
-        parameter_bytes=stage.parameter_bytes, activation_bytes=stage.activation_bytes)
+    """One training step of tutorial 3's MLP (batches of 32), from the declarative cost model."""
+    return cost_model.step_cost(builtin_models.builtin_model("tutorial3-mlp"), BATCH_SIZE)
 
 
 def _one_run(step_cost, iterations, host):
@@ -102,16 +90,8 @@ def launch_fraction(steps_per_execution: int, step_cost: Optional[ComputeCost] =
 
 
 def _fewest_steps_per_execution(step_cost: Optional[ComputeCost] = None) -> int:
-    low, high = 1, 2
-    while launch_fraction(high, step_cost) > LAUNCH_BUDGET:   # falls as executions grow
-        low, high = high, 2 * high
-    while high - low > 1:
-        middle = (low + high) // 2
-        if launch_fraction(middle, step_cost) > LAUNCH_BUDGET:
-            low = middle
-        else:
-            high = middle
-    return high
+    return smallest_whole_number(
+        lambda steps: launch_fraction(steps, step_cost) <= LAUNCH_BUDGET)
 
 
 @exercise("03.steps-per-execution", solution=_fewest_steps_per_execution,

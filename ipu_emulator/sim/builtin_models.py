@@ -35,9 +35,19 @@ TUTORIAL_CONVNET = (
     SoftmaxCrossEntropy(name="cel"),
 )
 
+# Tutorial 3's classifier (TensorFlow 2, Keras): flatten, 128 relu units, 10 logits.
+TUTORIAL3_MLP = (
+    Input((28, 28), name="images"),
+    Flatten(name="flatten"),
+    Dense(128, activation="relu", name="dense128"),
+    Dense(10, name="logits"),
+    SoftmaxCrossEntropy(name="cel"),
+)
+
 MODELS: Dict[str, Tuple[Layer, ...]] = {
     "tutorial-mlp": TUTORIAL_MLP,
     "tutorial-convnet": TUTORIAL_CONVNET,
+    "tutorial3-mlp": TUTORIAL3_MLP,
 }
 
 # The pipelining tutorial's default ``--splits``: stage 1 begins at dense32.

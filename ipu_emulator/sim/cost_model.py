@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Sequence, Tuple, Union
 
+from ipu_emulator.record import ComputeCost
 from ipu_emulator.sim.hardware import op_cycles
 from ipu_emulator.sim.model_layers import (LABEL_BYTES, Input, Layer, Shape, SoftmaxCrossEntropy,
                                            check_positive_int, elements)
@@ -322,6 +323,22 @@ def stage_costs(layers: Sequence[Layer], splits: Union[str, Iterable[str]], batc
             output_bytes=0 if index == len(stages) - 1 else activation_out + labels_out,
         ))
     return result
+
+
+def step_cost(layers: Sequence[Layer], batch_size: int) -> ComputeCost:
+    """One training step of the whole model on one IPU, as the record's ``ComputeCost`` the
+    engine-run simulator takes (for a model that ran nowhere: a what-if).
+
+    >>> from ipu_emulator.sim.builtin_models import builtin_model
+    >>> step_cost(builtin_model("tutorial3-mlp"), 32).parameter_bytes
+    407080
+    """
+    [stage] = stage_costs(layers, (), batch_size)
+    return ComputeCost(
+        forward_flops=stage.forward_flops, backward_flops=stage.backward_flops,
+        weight_update_flops=stage.weight_update_flops,
+        bytes_accessed=stage.forward_bytes_accessed + stage.backward_bytes_accessed,
+        parameter_bytes=stage.parameter_bytes, activation_bytes=stage.activation_bytes)
 
 
 def _loss_stage(stages, shapes) -> int:

@@ -234,10 +234,10 @@ def test_layers_are_frozen_and_hashable():
 
 
 def test_builtin_models():
-    assert set(builtin_models.MODELS) == {"tutorial-mlp", "tutorial-convnet"}
+    assert set(builtin_models.MODELS) == {"tutorial-mlp", "tutorial-convnet", "tutorial3-mlp"}
     assert builtin_model("tutorial-mlp") is builtin_models.MODELS["tutorial-mlp"]
     with pytest.raises(ValueError, match=r"^unknown model 'resnet'; the built-in models are: "
-                                         r"tutorial-convnet, tutorial-mlp$"):
+                                         r"tutorial-convnet, tutorial-mlp, tutorial3-mlp$"):
         builtin_model("resnet")
 
 
