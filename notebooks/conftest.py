@@ -4,13 +4,13 @@ notebook's kernel is held to the classroom memory limits.
 The notebooks' kernels run ``scripts/notebook_startup.py`` (as ``PYTHONSTARTUP``), which
 checks each figure with ``ipu_emulator.views.legibility.figure_problems`` and logs one JSON
 line per figure; a cell's test fails when the figures of that cell had problems.  It also
-logs the kernel's peak memory after each cell: a cell's test fails when the kernel has gone
-over its limit (``TENSORFLOW_KERNEL_LIMIT`` once TensorFlow is imported, else
-``PLAIN_KERNEL_LIMIT``; two notebooks have their own, in ``KERNEL_LIMITS``: what
-notebooks/README.md tells instructors to allow per learner).
-Each notebook's running time, peak memory (RSS, the limit's measure) and private peak (its
-anonymous memory: what one more learner's kernel adds to a server, the shared libraries being
-loaded once for all) are printed at the end of the run and written to
+logs the kernel's peak memory after each cell: a cell's test fails when the kernel's private
+memory has gone over its limit (``TENSORFLOW_KERNEL_LIMIT`` once TensorFlow is imported, else
+``PLAIN_KERNEL_LIMIT``; notebook 02 has its own, in ``KERNEL_LIMITS``: what
+notebooks/README.md tells instructors to plan per learner).
+Each notebook's running time, peak memory (RSS) and private peak (its anonymous memory: what
+one more learner's kernel adds to a server, the shared libraries being loaded once for all;
+the limits' measure) are printed at the end of the run and written to
 ``build/notebook_resources.json``.  Learners running the notebooks outside pytest never load
 any of this.
 """
@@ -26,15 +26,18 @@ RESOURCE_VARIABLE = "IPU_RESOURCE_LOG"
 STARTUP = Path(__file__).resolve().parents[1] / "scripts" / "notebook_startup.py"
 RESOURCES_JSON = Path(__file__).resolve().parents[1] / "build" / "notebook_resources.json"
 GB = 1e9
-TENSORFLOW_KERNEL_LIMIT = 0.8 * GB
-PLAIN_KERNEL_LIMIT = 0.2 * GB
-# The two notebooks that train the tutorials' convolutional network peak higher: on every
-# step TensorFlow's CPU convolution gradients allocate scratch buffers of about 28 MB, and
-# glibc keeps the freed memory resident (its private share stays near 0.4 GB).  Measured
-# 0.77-0.79 GB (01) and 0.81-0.90 GB (02) over four runs; notebooks/README.md says so.
-CONVOLUTION_KERNEL_LIMIT = 0.95 * GB
-KERNEL_LIMITS = {"01_porting_a_simple_example.ipynb": CONVOLUTION_KERNEL_LIMIT,
-                 "02_loops_and_data_pipelines.ipynb": CONVOLUTION_KERNEL_LIMIT}
+# The limits hold each kernel's private peak: the memory no other process shares, which is what
+# each more learner adds to a server.  The resident set (RSS) also counts the pages of
+# TensorFlow's shared libraries a kernel has mapped, about 0.4 GB shared by every kernel on a
+# machine, and that count depends on the page cache: the same notebook (04) peaked at 0.73,
+# 0.77 and 0.84 GB resident in three checkouts, at 0.33-0.34 GB private each time.  So RSS is
+# reported, not held to a limit.
+TENSORFLOW_KERNEL_LIMIT = 0.45 * GB
+PLAIN_KERNEL_LIMIT = 0.15 * GB
+# Notebook 02 trains the tutorials' convolutional network the longest: on every step
+# TensorFlow's CPU convolution gradients allocate scratch buffers of about 28 MB, and glibc
+# keeps the freed memory (private peaks 0.47-0.49 GB measured); notebooks/README.md says so.
+KERNEL_LIMITS = {"02_loops_and_data_pipelines.ipynb": 0.55 * GB}
 _LOG_OFFSET = pytest.StashKey[int]()
 _RESOURCE_OFFSET = pytest.StashKey[int]()
 # notebook name -> {"seconds", "peak_bytes", "tensorflow"}, in the order they ran
@@ -110,11 +113,12 @@ def pytest_runtest_makereport(item, call):
         usage["tensorflow"] = usage["tensorflow"] or record["tensorflow"]
     limit = (KERNEL_LIMITS.get(notebook, TENSORFLOW_KERNEL_LIMIT) if usage["tensorflow"]
              else PLAIN_KERNEL_LIMIT)
-    if usage["peak_bytes"] > limit:
+    if usage["private_peak_bytes"] > limit:
         kind = "a TensorFlow kernel" if usage["tensorflow"] else "a kernel without TensorFlow"
         _fail(report, "Kernel memory over the classroom limit:",
-              [f"{notebook}'s kernel peaked at {usage['peak_bytes'] / GB:.2f} GB so far; "
-               f"{kind} may use {limit / GB:.1f} GB (notebooks/README.md)"])
+              [f"{notebook}'s kernel peaked at {usage['private_peak_bytes'] / GB:.2f} GB of "
+               f"private memory so far ({usage['peak_bytes'] / GB:.2f} GB resident); {kind} "
+               f"may use {limit / GB:.2f} GB (notebooks/README.md)"])
 
 
 def pytest_terminal_summary(terminalreporter):

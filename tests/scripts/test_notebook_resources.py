@@ -48,11 +48,12 @@ def test_a_kernel_reports_its_own_peak_not_its_parents(tmp_path):
 
 def test_a_kernel_over_its_limit_fails_and_every_notebook_is_reported(tmp_path):
     result = run_notebooks(tmp_path, {
-        "big.ipynb": "held = b'x' * 300_000_000   # over the 0.2 GB allowed without TensorFlow",
+        "big.ipynb": "held = b'x' * 300_000_000   # over the 0.15 GB allowed without TensorFlow",
         "small.ipynb": "total = sum(range(1000))"})
     assert result.returncode == 1, result.stdout[-2000:]
     assert "Kernel memory over the classroom limit" in result.stdout
     assert "big.ipynb's kernel peaked at 0.3" in result.stdout
+    assert "GB of private memory so far" in result.stdout
     assert "1 failed, 1 passed" in result.stdout
     usage = json.loads((tmp_path / "build" / "notebook_resources.json").read_text())
     assert set(usage) == {"big.ipynb", "small.ipynb"}
