@@ -40,8 +40,8 @@ def progress(items: Iterable[Item], description: str,
     """Yield ``items``, showing ``description: done/total`` and, at the end, the time taken."""
     total = total if total is not None else (len(items) if hasattr(items, "__len__") else None)
     of_total = f"/{total}" if total is not None else ""
-    start = last_drawn = time.perf_counter()
     handle = _display_handle(f"{description}: 0{of_total}")
+    start = last_drawn = time.perf_counter()   # after importing IPython: time the items only
     done = 0
     for item in items:
         yield item
