@@ -22,6 +22,7 @@ from typing import Optional, Sequence
 
 from ipu_emulator.record import EngineRun
 from ipu_emulator.sim.timeline import Timeline
+from ipu_emulator.views.zoom import ipu_window
 
 SETTINGS = ("schedule", "repeat_count", "gradient_accumulation_count")
 
@@ -62,11 +63,12 @@ def first_backward_end(timeline: Timeline, micro_batch: int = 0, stage: int = 0)
 
 
 def ipu_span(timeline: Timeline) -> float:
-    """From the first IPU event to the last: the run without the host's launch."""
-    ipu_events = [e for e in timeline.events if e.ipu is not None]
-    if not ipu_events:
+    """From the first IPU event to the last: the run without the host's launch (0 without
+    IPU events)."""
+    if not any(e.ipu is not None for e in timeline.events):
         return 0.0
-    return max(e.end for e in ipu_events) - min(e.start for e in ipu_events)
+    start, end = ipu_window(timeline)
+    return end - start
 
 
 def plot_losses(losses: Sequence[float], per_update: int, ax=None,
