@@ -408,8 +408,8 @@ class ReplicatedBuild:
             _copies_in(self.graph).setdefault(name, [variable]).append(copy)
             # A later build of the variable (late_compile's) replaces an earlier build's copies.
             latest = _latest_copies_in(self.graph)
-            if name not in latest or latest[name][0] != id(self):
-                latest[name] = (id(self), {})
+            if name not in latest or latest[name][0] is not self:
+                latest[name] = (self, {})
             latest[name][1][replica] = copy
         return copy._handle  # pylint: disable=protected-access
 
@@ -561,7 +561,8 @@ def _copies_in(graph) -> Dict[str, list]:
 
 
 def _latest_copies_in(graph) -> Dict[str, tuple]:
-    """{handle op name: (id of the latest build that copied it, {replica: its copy})}."""
+    """{handle op name: (the latest build that copied it, {replica: its copy})}.  The build
+    itself, not its ``id()``: an id can be reused once a build is garbage."""
     return _registry_on(graph, "_ipu_emulator_latest_replica_copies")
 
 
