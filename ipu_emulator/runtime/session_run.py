@@ -23,7 +23,8 @@ from tensorflow.python.util import nest
 
 from ipu_emulator import record
 from ipu_emulator.runtime import configured_system
-from . import feed_messages, first_run, graph_costs, late_compile, model_parallel, programs
+from . import (feed_messages, first_run, graph_costs, late_compile, memory_release, model_parallel,
+               programs)
 
 _original_run = tf_session.BaseSession.run
 
@@ -112,12 +113,13 @@ def _run(self, fetches, feed_dict=None, options=None, run_metadata=None):
     counters = [c for p in found.programs for c in p.trip_counters]
     started = time.perf_counter()
     try:
-        if counters:
-            results, trip_counts = _original_run(
-                self, (fetches, counters), feed_dict, options, run_metadata)
-        else:
-            results, trip_counts = _original_run(
-                self, fetches, feed_dict, options, run_metadata), []
+        with memory_release.engine_run():
+            if counters:
+                results, trip_counts = _original_run(
+                    self, (fetches, counters), feed_dict, options, run_metadata)
+            else:
+                results, trip_counts = _original_run(
+                    self, fetches, feed_dict, options, run_metadata), []
     except tf.errors.OpError as error:
         raise _translate(error, found) from None
     host_seconds = time.perf_counter() - started

@@ -27,7 +27,7 @@ from tensorflow.python.util import nest
 
 from ipu_emulator import record
 from ipu_emulator.record import ComputeCost
-from . import feed_messages, graph_costs
+from . import feed_messages, graph_costs, memory_release
 
 # The attribute of a function graph listing the feeds its program uses.  Each feed (an
 # infeed iterator or an outfeed buffer) exposes ``moved()`` (elements moved so far),
@@ -242,7 +242,8 @@ def execute(info, fn, args=(), kwargs=None, iterations=None, infeed_bytes=None,
     kwargs = kwargs or {}
     started = time.perf_counter()
     try:
-        result = fn(*args, **kwargs)
+        with memory_release.engine_run():
+            result = fn(*args, **kwargs)
     except tf.errors.OutOfRangeError as error:
         # TensorFlow's "End of sequence" from an infeed's iterator: the SDK's text instead.
         if any(getattr(feed, "direction", None) == "in" for feed in info.feeds):
