@@ -11,6 +11,7 @@ Every time shown names its clock, so simulated IPU time is never mistaken for ho
     Simulated IPU timeline: looped
     >>> trace = to_chrome_trace(timeline)        # json.dump it and open in ui.perfetto.dev
     >>> ax = plot_timeline(timeline)              # doctest: +SKIP
+    >>> figure = show_trace(timeline)             # SVG in a notebook, no matplotlib needed
 """
 # What a lesson needs beside the drawing: one pass of a pipeline, and its bubble by cause.
 from ipu_emulator.sim.bubbles import bubble_breakdown, textbook_bubble
@@ -23,11 +24,12 @@ from ipu_emulator.views.style import (KIND_COLOURS, PHASE_COLOURS, format_second
                                       pick_time_unit, time_unit_scale)
 from ipu_emulator.views.summary import summary_table
 from ipu_emulator.views.svg import timeline_svg
+from ipu_emulator.views.trace_figure import show_trace
 from ipu_emulator.views.zoom import ipu_window
 
 __all__ = [
     "KIND_COLOURS", "PHASE_COLOURS", "format_seconds", "pick_time_unit", "time_unit_scale",
-    "plot_timeline", "plot_comparison", "summary_table", "timeline_svg",
+    "plot_timeline", "plot_comparison", "summary_table", "timeline_svg", "show_trace",
     "to_chrome_trace", "save_chrome_trace", "to_dict", "one_pass", "bubble_breakdown",
     "textbook_bubble", "progress", "ipu_window", "devices_by_layer",
 ]

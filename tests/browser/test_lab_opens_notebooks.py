@@ -26,7 +26,7 @@ FORWARD, BACKWARD = "#0072B2", "#D55E00"
 
 
 def test_every_tutorial_notebook_is_checked():
-    assert [name[:2] for name in TUTORIAL_NOTEBOOKS] == [f"{n:02d}" for n in range(1, 10)]
+    assert [name[:2] for name in TUTORIAL_NOTEBOOKS] == [f"{n:02d}" for n in range(1, 12)]
 
 
 @pytest.mark.parametrize("notebook", TUTORIAL_NOTEBOOKS)
