@@ -1,9 +1,11 @@
 # Two commands do everything on a fresh machine (Python 3.10-3.13 with venv):
 #   make lab    create the environment if missing, then open JupyterLab on notebooks/
 #   make test   create the environment if missing, then check the import layers (lint-imports)
-#               and run every test (docstring examples, unit, notebooks, and JupyterLab in
-#               headless Chromium; installs Debian's chromium if root and missing)
+#               and run every test (docstring examples, unit, notebooks, JupyterLab in headless
+#               Chromium, and the JupyterLite site, which it builds first: `make lite`;
+#               installs Debian's chromium and npm if root and missing)
 #   make test-fast  the simulator, views and widgets only, without TensorFlow (seconds)
+#   make lite       the zero-install JupyterLite site in build/lite (lite/lite.mk)
 VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
@@ -26,6 +28,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[lab,test]"
 	@touch $(STAMP)
 
+# make lite, serve-lite, test-lite: the JupyterLite site (included after the first target,
+# so a bare `make` still means `make env`).
+include lite/lite.mk
+
 # As root (classroom containers, cloud VMs) Jupyter refuses to start without --allow-root.
 # Jupyter prints the URL to open (with its token) once the server is up.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -40,12 +46,20 @@ lab: $(STAMP)
 # notebooks show them unsolved, with feedback and no traceback.
 # tests/browser/ drives JupyterLab in headless Chromium: scripts/ensure_browser.sh installs
 # Debian's chromium when missing (as root), or says how to; IPU_LAB_CHROMIUM=/path/to/chrome
-# picks another binary.  Without a browser: make test PYTEST_ARGS='-m "not browser"'.
+# picks another binary.  tests/lite/ opens the JupyterLite site in the same browser, so `make
+# test` first builds it (`make lite`: about a minute the first time, from PyPI and npm, with
+# npm from scripts/ensure_npm.sh; then seconds, offline).  Without a browser:
+# make test PYTEST_ARGS='-m "not browser"' leaves the browser tests out, and with them the
+# site's build and npm.
+BROWSER_TESTS := $(if $(findstring not browser,$(PYTEST_ARGS)),,yes)
+
 test: $(STAMP)
-	$(if $(findstring not browser,$(PYTEST_ARGS)),,@bash scripts/ensure_browser.sh)
+	$(if $(BROWSER_TESTS),@bash scripts/ensure_browser.sh)
+	$(if $(BROWSER_TESTS),$(MAKE) --no-print-directory lite)
 	$(BIN)/lint-imports --no-cache
 	MPLBACKEND=Agg $(BIN)/python -m pytest -q -p no:cacheprovider --doctest-modules $(PURE_MODULES)
-	IPU_EMULATOR_DATA=sample IPU_LAB_SOLUTIONS=1 MPLBACKEND=Agg $(BIN)/python -m pytest --nbval-lax $(PYTEST_ARGS) tests notebooks
+	IPU_EMULATOR_DATA=sample IPU_LAB_SOLUTIONS=1 MPLBACKEND=Agg IPU_LAB_LITE_SITE=$(LITE_OUT) \
+		$(BIN)/python -m pytest --nbval-lax $(PYTEST_ARGS) tests notebooks
 
 # The simulator, views and widgets only, without TensorFlow: about ten seconds.
 test-fast: $(STAMP)

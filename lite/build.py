@@ -1,15 +1,16 @@
-"""Build the zero-install JupyterLite site (issue 15): notebook 00 in the browser's Pyodide kernel.
+"""Build the zero-install JupyterLite site: the TensorFlow-free notebooks (NOTEBOOKS) in the
+browser's Pyodide kernel.
 
 Offline from the registries: the Pyodide core from the `pyodide` npm package, every wheel from
 PyPI, the project's own wheel built here without TensorFlow.  Nothing is fetched at run time:
 the site serves Pyodide, a rewritten pyodide-lock.json whose entries point at wheels in the
 site, and the piplite index; `disablePyPIFallback` is on.
 
-    python lite/build.py [--out build/lite] [--work /tmp/lite-work]
+    python lite/build.py [--out build/lite] [--work build/lite-work]
 
-Needs, on PATH or given by flag: a Python environment with the pins of
-lite/requirements-lite.txt (`jupyter lite` on PATH or --jupyter), npm, pip.
-Prototype: see lite/README.md for what it does and does not cover yet.
+`make lite` runs it from build/lite-venv, which holds the pins of lite/requirements-lite.txt
+(`jupyter lite`; or give --jupyter), after scripts/ensure_npm.sh made sure npm is there.
+How the site is put together, and what tests/lite/ checks in it: lite/README.md.
 """
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ EXTRA_DEPENDS = {"ipython": ["ipython-pygments-lexers"],
 # Preloaded while Pyodide starts, so the notebook imports them with no %pip cell.
 PRELOAD = ["micropip", "ipu-emulator"]
 
-NOTEBOOKS = ["notebooks/00_pipeline_playground.ipynb"]
+NOTEBOOKS = ["notebooks/00_pipeline_playground.ipynb", "notebooks/10_feeds_explorer.ipynb",
+             "notebooks/11_pipeline_schedules.ipynb"]
 
 
 def run(*cmd, **kw):
@@ -63,7 +65,11 @@ def norm(name: str) -> str:
 def fetch_pyodide(work: Path) -> Path:
     npm_dir = work / "npm"
     npm_dir.mkdir(parents=True, exist_ok=True)
-    if not (npm_dir / "node_modules/pyodide/pyodide.asm.wasm").exists():
+    installed = npm_dir / "node_modules/pyodide/package.json"
+    version = json.loads(installed.read_text())["version"] if installed.exists() else None
+    # Kept between builds (a rebuild asks npm for nothing) unless PYODIDE_NPM changed.
+    if version != PYODIDE_NPM.split("@")[1] or \
+            not (npm_dir / "node_modules/pyodide/pyodide.asm.wasm").exists():
         (npm_dir / "package.json").write_text('{"private": true}\n')
         run("npm", "install", "--no-audit", "--no-fund", "--ignore-scripts", PYODIDE_NPM,
             cwd=npm_dir)
@@ -84,12 +90,22 @@ def lock_closure(lock: dict) -> dict:
     return need
 
 
+def find_wheel(folder: Path, name: str, version: str) -> Path | None:
+    """The wheel of ``name`` ``version`` in ``folder`` (wheel names spell ``-`` as ``_``)."""
+    return next(folder.glob(f"{re.sub('-', '_', name)}-{version}-*.whl"), None) \
+        or next(folder.glob(f"{name}-{version}-*.whl"), None)
+
+
 def download_wheels(versions: dict, dest: Path) -> None:
+    """Download the wheels ``dest`` lacks: a rebuild asks PyPI for nothing."""
     dest.mkdir(parents=True, exist_ok=True)
+    missing = sorted((n, v) for n, v in versions.items() if not find_wheel(dest, n, v))
+    if not missing:
+        return
     # Pure wheels for Pyodide's Python 3.14, whatever the build machine's Python is.
     run(sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
         "--python-version", "3.14", "--implementation", "py", "--abi", "none",
-        "--platform", "any", "-d", dest, *(f"{n}=={v}" for n, v in sorted(versions.items())))
+        "--platform", "any", "-d", dest, *(f"{n}=={v}" for n, v in missing))
 
 
 def project_wheel(work: Path, dest: Path) -> Path:
@@ -106,7 +122,10 @@ def project_wheel(work: Path, dest: Path) -> Path:
             shutil.copy2(REPO / name, src / name)
     for old in dest.glob("ipu_emulator-*.whl"):
         old.unlink()
-    run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", src, "-w", dest)
+    # With the build tools of requirements-lite.txt (setuptools, wheel), not an isolated build
+    # environment that pip would fetch from PyPI each time: a rebuild needs no network.
+    run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+        src, "-w", dest)
     return next(dest.glob("ipu_emulator-*.whl"))
 
 
@@ -147,35 +166,58 @@ def write_lock(core: Path, wheels: list, out: Path) -> None:
     (out / "pyodide-lock.json").write_text(json.dumps(lock, indent=1, sort_keys=True))
 
 
-SHOW_COMPARISON = """\
-from IPython.display import HTML, display
+# The browser's kernel has none of these: no Pyodide (emscripten) build of matplotlib or NumPy
+# is on PyPI or npm (only on Pyodide's CDN), and TensorFlow has none at all.  Site notebooks
+# draw with the SVG trace (views.show_trace) and run the same cells as in the lab.
+NOT_IN_THE_BROWSER = ("matplotlib", "numpy", "tensorflow")
+_IMPORTS = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import|import\s+([\w., ]+?)(?:\s+as\s+\w+)?\s*$"
+                      r"|%(matplotlib)\b)", re.M)
+# The views that draw with matplotlib (imported inside the function, so no import line shows).
+MATPLOTLIB_VIEWS = ("plot_timeline(", "plot_comparison(", "plot_losses(")
 
 
-def show_comparison(timelines, **options):  # JupyterLite: the SVG trace (no plotting wheel here)
-    display(HTML(views.timeline_svg(timelines, **options)))
+def browser_problems(code: str) -> list:
+    r"""What in a cell's code cannot run in the browser's kernel.
 
-"""
+    >>> browser_problems("import numpy as np\nfrom matplotlib import pyplot\nimport json")
+    ['imports numpy', 'imports matplotlib']
+    >>> browser_problems("import os, tensorflow.compat.v1 as tf\n%matplotlib inline")
+    ['imports tensorflow', 'imports matplotlib']
+    >>> browser_problems("fig = views.plot_comparison([t])")
+    ['calls plot_comparison (draws with matplotlib)']
+    """
+    found = []
+    for match in _IMPORTS.finditer(code):
+        names = [match.group(1) or match.group(3)] if not match.group(2) \
+            else match.group(2).split(",")
+        for name in names:
+            top = name.strip().split()[0].split(".")[0] if name.strip() else ""
+            if top in NOT_IN_THE_BROWSER:
+                found.append(f"imports {top}")
+    found += [f"calls {call[:-1]} (draws with matplotlib)" for call in MATPLOTLIB_VIEWS
+              if call in code]
+    return found
 
 
 def lite_notebook(src: Path, dest: Path) -> None:
-    """A copy without outputs; matplotlib cells draw the SVG trace instead (no matplotlib wheel
-    for Pyodide exists on PyPI or npm)."""
+    """A copy without outputs or widget state, for the Pyodide kernel; the cells are the
+    lab's, unchanged.  Stops the build if a cell needs what the browser lacks."""
     nb = json.loads(src.read_text())
     nb["metadata"].pop("widgets", None)
     nb["metadata"]["kernelspec"] = {"name": "python", "display_name": "Python (Pyodide)",
                                     "language": "python"}
-    for cell in nb["cells"]:
+    for index, cell in enumerate(nb["cells"]):
         if cell["cell_type"] != "code":
             continue
         cell["outputs"], cell["execution_count"] = [], None
         code = "".join(cell["source"])
-        if "import matplotlib.pyplot as plt\n" in code:
-            code = code.replace("import matplotlib.pyplot as plt\n", SHOW_COMPARISON)
-        code = code.replace("fig = views.plot_comparison(", "show_comparison(")
-        code = code.replace("plt.show()\n", "").replace("plt.show()", "")
-        if "plt." in code or "matplotlib" in code or "plot_comparison" in code:
-            raise SystemExit(f"{src.name}: a cell still uses matplotlib:\n{code}")
-        cell["source"] = code
+        problems = browser_problems(code)
+        if problems:
+            raise SystemExit(
+                f"{src.name}, cell {index}: {', '.join(problems)}; the site's browser kernel "
+                f"has no {', '.join(NOT_IN_THE_BROWSER)}. Site notebooks use the standard "
+                "library, ipywidgets, ipu_emulator's pure layers and widgets; draw traces "
+                f"with views.show_trace.\n--- the cell ---\n{code}")
     dest.write_text(json.dumps(nb, indent=1))
 
 
@@ -199,8 +241,7 @@ def main() -> None:
     wheel_dir = work / "wheels"
     download_wheels(versions, wheel_dir)
     own = project_wheel(work, wheel_dir)
-    wheels = [own] + [next(wheel_dir.glob(f"{re.sub('-', '_', n)}-{v}-*.whl"), None)
-                      or next(wheel_dir.glob(f"{n}-{v}-*.whl")) for n, v in versions.items()]
+    wheels = [own] + [find_wheel(wheel_dir, n, v) for n, v in versions.items()]
     write_lock(core, wheels, static)
 
     config = json.loads((HERE / "jupyter-lite.json").read_text())
@@ -214,7 +255,8 @@ def main() -> None:
     shutil.rmtree(out, ignore_errors=True)
     run(args.jupyter, "lite", "build", "--lite-dir", lite_dir, "--output-dir", out,
         "--contents", lite_dir / "files", "--no-sourcemaps", cwd=lite_dir)
-    print(f"site: {out}")
+    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    print(f"site: {out} ({size / 1e6:.1f} MB); serve it with `make serve-lite`")
 
 
 if __name__ == "__main__":

@@ -1,30 +1,35 @@
-# The zero-install JupyterLite site (issue 15).  Meant to be included by the Makefile, after
-# its VENV/PYTHON/BIN/STAMP definitions:   include lite/lite.mk
+# The zero-install JupyterLite site (issue 15), included by the Makefile after its
+# VENV/PYTHON/BIN/STAMP definitions.
 #   make lite        build the site into build/lite (static files: serve them anywhere)
-#   make serve-lite  serve build/lite on http://127.0.0.1:8000/lab/index.html
-#   make test-lite   build, then open notebook 00 in headless Chromium and check it end to end
-# Build needs npm (Debian: apt-get install npm) and the registries (PyPI, npm); the site
-# itself needs nothing at run time.  Its build tools live in build/lite-venv (git-ignored),
-# apart from the lab's .venv.
-LITE_VENV := build/lite-venv
-LITE_OUT := build/lite
-LITE_WORK := build/lite-work
+#   make serve-lite  build, then serve build/lite on http://127.0.0.1:8000/lab/index.html
+#   make test-lite   build, then run only the site's browser test (tests/lite/)
+# The first build reaches PyPI and npm only (about a minute); the site needs nothing at run
+# time.  npm comes from scripts/ensure_npm.sh (Debian's package when root, else it says how
+# to install it).  The build tools live in build/lite-venv (git-ignored), apart from the lab's
+# .venv, so the lab's environment never carries them.  Every `make lite` rebuilds the site
+# from the working tree; the Pyodide core and the wheels stay in build/lite-work, so a
+# rebuild takes seconds and needs no network (and neither does `make test` after its first run).
+LITE_VENV ?= build/lite-venv
+LITE_OUT ?= build/lite
+LITE_WORK ?= build/lite-work
 LITE_STAMP := $(LITE_VENV)/.installed-stamp
 
 .PHONY: lite serve-lite test-lite
 
 $(LITE_STAMP): lite/requirements-lite.txt
-	$(PYTHON) -m venv $(LITE_VENV)
+	@test -x $(LITE_VENV)/bin/python || $(PYTHON) -m venv $(LITE_VENV)
 	$(LITE_VENV)/bin/python -m pip install --quiet -r lite/requirements-lite.txt
 	@touch $(LITE_STAMP)
 
 lite: $(LITE_STAMP)
+	@bash scripts/ensure_npm.sh
 	$(LITE_VENV)/bin/python lite/build.py --out $(LITE_OUT) --work $(LITE_WORK)
 
 serve-lite: lite
+	@echo "Open http://127.0.0.1:8000/lab/index.html (Ctrl+C stops the server)."
 	$(LITE_VENV)/bin/python -m http.server 8000 --bind 127.0.0.1 --directory $(LITE_OUT)
 
-# Playwright comes from the lab's .venv ([test] extra); Chromium from scripts/ensure_browser.sh.
+# Playwright comes from the lab's .venv ([test] extra), Chromium from scripts/ensure_browser.sh.
 test-lite: lite $(STAMP)
 	@bash scripts/ensure_browser.sh
-	$(BIN)/python lite/browser_check.py $(LITE_OUT)
+	IPU_LAB_LITE_SITE=$(LITE_OUT) $(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS) tests/lite

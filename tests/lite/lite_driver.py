@@ -1,0 +1,180 @@
+"""Helpers for the JupyterLite site's browser test: serve the built site, record where the
+page's requests go, open a notebook in JupyterLite and time it.
+
+The JupyterLab part (menus, kernel status, cell states, error outputs, widgets) is
+tests/browser/lab_driver.py's: JupyterLite is JupyterLab's front end with the kernel in a
+web worker.  What differs is here: no server or token (static files), the kernel starts
+Pyodide (tens of seconds on two busy cores, not one), and the notebook and workspace state
+live in the browser's storage, which ``clear_site_storage`` empties between notebooks.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+from lab_driver import (_ALL_EXECUTED_JS, TRACEBACK_PATTERN, click_menu, free_port,
+                        notebook_panel, wait_for_kernel_idle)
+
+REPO = Path(__file__).resolve().parents[2]
+START_TIMEOUT = 240_000   # ms: page open to kernel idle (Pyodide start-up, measured 35-50 s)
+RUN_TIMEOUT = 180_000     # ms: Run All Cells, from the click to the last cell's end
+
+# What the test measured, for conftest.py's summary at the end of the run.
+NUMBERS: dict = {}
+
+
+def site_dir() -> Path:
+    """The built site: ``$IPU_LAB_LITE_SITE`` (relative to the current directory, as make
+    passes it) or build/lite in the checkout."""
+    given = os.environ.get("IPU_LAB_LITE_SITE")
+    return Path(given).resolve() if given else REPO / "build" / "lite"
+
+
+def lite_notebooks() -> list[str]:
+    """The notebooks the site holds (file names), from lite/build.py's NOTEBOOKS."""
+    spec = importlib.util.spec_from_file_location("lite_build", REPO / "lite" / "build.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    return [Path(nb).name for nb in build.NOTEBOOKS]
+
+
+def site_size(site: Path) -> tuple[int, int]:
+    """(bytes, files) of the built site on disk."""
+    files = [p for p in site.rglob("*") if p.is_file()]
+    return sum(p.stat().st_size for p in files), len(files)
+
+
+class SiteServer:
+    """``python -m http.server`` serving the site on 127.0.0.1.  Its log says what it sent:
+    ``sent_bytes()`` adds up the files it answered with 200 (a 304 sends nothing: the browser
+    revalidated its cached copy), which is what a learner's browser downloads."""
+
+    def __init__(self, site: Path, log: Path):
+        self.site, self.log = site, log
+        self.origin = ""
+        self._proc: subprocess.Popen | None = None
+
+    def start(self) -> "SiteServer":
+        port = free_port()
+        self.origin = f"http://127.0.0.1:{port}/"
+        with open(self.log, "wb") as log:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-u", "-m", "http.server", str(port), "--bind", "127.0.0.1",
+                 "--directory", str(self.site)],
+                stdout=subprocess.DEVNULL, stderr=log)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(self.origin + "jupyter-lite.json", timeout=1).close()
+                return self
+            except OSError:
+                if self._proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"python -m http.server did not serve {self.site} on "
+                                       f"{self.origin}:\n{self.log.read_text()[-2000:]}")
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            self._proc.wait(10)
+
+    _LINE = re.compile(r'"GET (/[^ ?#]*)[^"]* HTTP/[\d.]+" 200 ')
+
+    def sent_bytes(self) -> int:
+        """Bytes of the files sent so far (status 200)."""
+        total = 0
+        for match in self._LINE.finditer(self.log.read_text(errors="replace")):
+            path = self.site / urllib.parse.unquote(match.group(1)).lstrip("/")
+            if path.is_dir():
+                path = path / "index.html"
+            total += path.stat().st_size if path.is_file() else 0
+        return total
+
+    def __enter__(self) -> "SiteServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class NetworkLog:
+    """Where the context's pages and workers send requests: every URL, those that leave
+    the site (``outside``), and the answers that are HTTP errors (``errors``)."""
+
+    def __init__(self, context, origin: str):
+        self.origin = origin
+        self.urls: list[str] = []
+        self.outside: list[str] = []
+        self.errors: list[str] = []
+        context.on("request", self._request)
+        context.on("response", self._response)
+
+    def _request(self, request) -> None:
+        self.urls.append(request.url)
+        if not request.url.startswith((self.origin, "data:", "blob:")):
+            self.outside.append(request.url)
+
+    def _response(self, response) -> None:
+        if response.status >= 400:
+            self.errors.append(f"{response.status} {response.url.replace(self.origin, '/')}")
+
+
+def clear_site_storage(page, origin: str) -> None:
+    """Empty the site's browser storage (the notebooks' saved copies, the workspace, the
+    settings) and keep the HTTP cache: a second visit with nothing saved.  Without it the
+    workspace reopens the notebooks of earlier tests, each starting a kernel of its own."""
+    page.goto(origin + "jupyter-lite.json")
+    page.evaluate("""async () => {
+        localStorage.clear();
+        sessionStorage.clear();
+        for (const db of await indexedDB.databases()) {
+            await new Promise(done => {
+                const request = indexedDB.deleteDatabase(db.name);
+                request.onsuccess = request.onerror = request.onblocked = done;
+            });
+        }
+    }""")
+
+
+def notebook_url(origin: str, name: str) -> str:
+    return f"{origin}lab/index.html?path={name}"
+
+
+def open_notebook(page, origin: str, name: str) -> float:
+    """Open ``name`` in JupyterLite and wait until its kernel is idle; returns the seconds
+    since the page was asked for."""
+    t0 = time.monotonic()
+    page.goto(notebook_url(origin, name), wait_until="domcontentloaded", timeout=START_TIMEOUT)
+    panel = notebook_panel(page)
+    panel.locator(".jp-Cell").first.wait_for(timeout=START_TIMEOUT)
+    wait_for_kernel_idle(page, START_TIMEOUT)
+    return time.monotonic() - t0
+
+
+def start_run_all(page) -> None:
+    """``Run > Run All Cells``: the site's notebooks come without outputs, so every
+    execution count shown afterwards is from this run."""
+    click_menu(page, "Run", "Run All Cells")
+
+
+def wait_until_all_ran(page, timeout: int = RUN_TIMEOUT) -> None:
+    """Wait until every code cell ran (or the run stopped at a cell that raised) and the
+    kernel is idle: lab_driver's test, collapsed lesson checks included."""
+    page.wait_for_function(_ALL_EXECUTED_JS, arg=[notebook_panel(page).element_handle(),
+                                                  TRACEBACK_PATTERN, 0],
+                           timeout=timeout, polling=250)
+
+
+def stderr_texts(page) -> list[str]:
+    """Every output rendered as stderr (tracebacks and any other text a cell wrote to it)."""
+    return notebook_panel(page).locator(
+        '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
+    ).all_text_contents()
