@@ -338,7 +338,10 @@ def step_cost(layers: Sequence[Layer], batch_size: int) -> ComputeCost:
         forward_flops=stage.forward_flops, backward_flops=stage.backward_flops,
         weight_update_flops=stage.weight_update_flops,
         bytes_accessed=stage.forward_bytes_accessed + stage.backward_bytes_accessed,
-        parameter_bytes=stage.parameter_bytes, activation_bytes=stage.activation_bytes)
+        parameter_bytes=stage.parameter_bytes, activation_bytes=stage.activation_bytes,
+        # Every op's fixed cost, as a recorded program carries it: for a model this small it,
+        # not the FLOPs, is most of a step.
+        phase_op_cycles=stage.op_cycles)
 
 
 def _loss_stage(stages, shapes) -> int:
