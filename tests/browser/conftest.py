@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lab_driver import LabServer, chromium_executable, launch_chromium
+from lab_driver import LabServer, chromium_for_tests, keep_failure_screenshot
 
 HERE = Path(__file__).parent
 VIEWPORT = {"width": 1400, "height": 1000}
@@ -43,25 +43,8 @@ def lab(tmp_path_factory):
 @pytest.fixture(scope="session")
 def browser():
     """Headless Chromium driven by Playwright (sync API)."""
-    executable = chromium_executable()
-    if not Path(executable).is_file():
-        pytest.fail(f"No Chromium at {executable}. Run scripts/ensure_browser.sh (make test does), "
-                    "or set IPU_LAB_CHROMIUM to a Chrome/Chromium binary; "
-                    "deselect these tests with -m 'not browser'.", pytrace=False)
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("Playwright is missing: pip install -e '.[test]' (make test does).",
-                    pytrace=False)
-    playwright = sync_playwright().start()
-    try:
-        chromium = launch_chromium(playwright, executable)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-    finally:
-        playwright.stop()
+    with chromium_for_tests() as chromium:
+        yield chromium
 
 
 @pytest.fixture
@@ -76,11 +59,7 @@ def page(browser, lab, request, tmp_path):
     finally:
         report = getattr(request.node, "_report_call", None)
         if report is not None and report.failed:
-            try:
-                page.screenshot(path=str(tmp_path / "failure.png"))
-                report.sections.append(("screenshot", str(tmp_path / "failure.png")))
-            except Exception as exc:  # the page may be gone
-                report.sections.append(("screenshot", f"none: {exc}"))
+            keep_failure_screenshot(page, report, tmp_path)
             report.sections.append(("JupyterLab log (tail)", lab.log_tail()))
         context.close()
         lab.shutdown_kernels()

@@ -58,6 +58,7 @@ Run only these tests with ``pytest -m browser``; skip them with ``-m "not browse
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -330,6 +331,44 @@ def launch_chromium(playwright, executable: str | None = None, **kwargs):
         args=CHROMIUM_ARGS,
         **kwargs,
     )
+
+
+@contextlib.contextmanager
+def chromium_for_tests():
+    """Headless Chromium for a pytest fixture (``with chromium_for_tests() as browser``); a
+    missing binary or Playwright fails the test with how to get it."""
+    import pytest
+
+    executable = chromium_executable()
+    if not Path(executable).is_file():
+        pytest.fail(f"No Chromium at {executable}. Run scripts/ensure_browser.sh (make test does), "
+                    "or set IPU_LAB_CHROMIUM to a Chrome/Chromium binary; "
+                    "deselect these tests with -m 'not browser'.", pytrace=False)
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("Playwright is missing: pip install -e '.[test]' (make test does).",
+                    pytrace=False)
+    playwright = sync_playwright().start()
+    try:
+        browser = launch_chromium(playwright, executable)
+        try:
+            yield browser
+        finally:
+            browser.close()
+    finally:
+        playwright.stop()
+
+
+def keep_failure_screenshot(page, report, folder: Path) -> None:
+    """After a failed test (``report``: its call report), a screenshot of ``page`` in
+    ``folder``, named in the report's sections."""
+    shot = folder / "failure.png"
+    try:
+        page.screenshot(path=str(shot))
+        report.sections.append(("screenshot", str(shot)))
+    except Exception as exc:  # the page may be gone
+        report.sections.append(("screenshot", f"none: {exc}"))
 
 
 # -- notebook helpers -----------------------------------------------------------------------

@@ -17,7 +17,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent / "browser"))   # lab_driver: Chromium and JupyterLab helpers
 sys.path.insert(0, str(HERE))
 
-from lab_driver import chromium_executable, launch_chromium  # noqa: E402
+from lab_driver import chromium_for_tests, keep_failure_screenshot  # noqa: E402
 from lite_driver import (NUMBERS, NetworkLog, SiteServer, lite_notebooks,  # noqa: E402
                          site_dir)
 
@@ -71,25 +71,8 @@ def origin(server):
 
 @pytest.fixture(scope="module")
 def chromium():
-    executable = chromium_executable()
-    if not Path(executable).is_file():
-        pytest.fail(f"No Chromium at {executable}. Run scripts/ensure_browser.sh (make test does), "
-                    "or set IPU_LAB_CHROMIUM to a Chrome/Chromium binary; "
-                    "deselect these tests with -m 'not browser'.", pytrace=False)
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("Playwright is missing: pip install -e '.[test]' (make test does).",
-                    pytrace=False)
-    playwright = sync_playwright().start()
-    try:
-        browser = launch_chromium(playwright, executable)
-        try:
-            yield browser
-        finally:
-            browser.close()
-    finally:
-        playwright.stop()
+    with chromium_for_tests() as browser:
+        yield browser
 
 
 @pytest.fixture(scope="module")
@@ -113,12 +96,7 @@ def page(context, request, tmp_path):
     finally:
         report = getattr(request.node, "_lite_report_call", None)
         if report is not None and report.failed:
-            shot = tmp_path / "failure.png"
-            try:
-                page.screenshot(path=str(shot))
-                report.sections.append(("screenshot", str(shot)))
-            except Exception as exc:  # the page may be gone
-                report.sections.append(("screenshot", f"none: {exc}"))
+            keep_failure_screenshot(page, report, tmp_path)
         page.close()
 
 
