@@ -8,7 +8,8 @@ and one ``malloc_trim(0)`` afterwards gave back about 125 MB.  In a classroom, 4
 one server, memory held by idle kernels decides how big the server must be.
 
 So once no engine run has been running for ``IDLE_S`` seconds, a background thread asks glibc
-to return its free pages (``malloc_trim(0)``, tens of milliseconds).  Not between the runs of
+to return its free pages (``malloc_trim(0)``, tens of milliseconds); in a notebook kernel,
+also as soon as a cell that made engine runs has finished.  Not between the runs of
 a training loop: there the memory is about to be used again, and giving it back would only
 make the next step fault it in anew (trimming after every run, at most once a second, made
 a training 14 % slower).  bench/memory_release.py measures it: the peak barely moves
@@ -21,6 +22,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import sys
 import threading
 import time
 
@@ -66,6 +68,7 @@ class _IdleReleaser:
                 self.thread = threading.Thread(target=self._run, daemon=True,
                                                name="ipu-emulator-memory-release")
                 self.thread.start()
+                _release_after_each_cell()
             self.changed.notify()
 
     def _run(self):
@@ -80,13 +83,42 @@ class _IdleReleaser:
                         self.last_run = None
                         break
                     self.changed.wait(IDLE_S - quiet_for)
-            self.trim(0)                # outside the lock: an engine run never waits for it
-            self.releases += 1
+            self._release()
+
+    def release_now(self) -> bool:
+        """Release at once if engine runs have ended since the last release (and none is
+        running); True if it did."""
+        with self.changed:
+            if self.last_run is None or self.running:
+                return False
+            self.last_run = None
+        self._release()
+        return True
+
+    def _release(self):
+        self.trim(0)                    # outside the lock: an engine run never waits for it
+        self.releases += 1
 
 
 _releaser = _IdleReleaser(_malloc_trim)
 # A forked child has no thread: it starts its own at its first engine run.
 os.register_at_fork(after_in_child=lambda: globals().update(_releaser=_IdleReleaser(_malloc_trim)))
+
+
+_cell_hook_registered = False
+
+
+def _release_after_each_cell():
+    """In a notebook kernel, also release when a cell that made engine runs has finished: the
+    learner reads now, and the next cell starts from what the last one really kept (so a
+    kernel's peak is its largest cell, not the sum of what every cell left free)."""
+    global _cell_hook_registered
+    ipython = sys.modules.get("IPython")      # a kernel has it loaded; a script does not
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None or _cell_hook_registered:
+        return
+    shell.events.register("post_run_cell", lambda result: _releaser.release_now())
+    _cell_hook_registered = True
 
 
 def enabled() -> bool:

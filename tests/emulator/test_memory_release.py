@@ -85,3 +85,43 @@ def test_every_session_run_of_a_program_counts(monkeypatch):
             session.run(total)
             session.run(tf.constant(3.0))     # not an IPU program: no engine run
     assert len(noted) == 2
+
+
+def test_release_now_only_after_runs(trims):
+    assert memory_release._releaser.release_now() is False      # no run yet: nothing to give
+    run()
+    assert memory_release._releaser.release_now() is True
+    assert trims == [0]
+    assert memory_release._releaser.release_now() is False      # nothing new since
+    time.sleep(3 * memory_release.IDLE_S)
+    assert trims == [0]                                         # the idle thread has no more
+
+
+class FakeShell:
+    def __init__(self):
+        self.callbacks = {}
+
+    def register(self, event, callback):
+        self.callbacks.setdefault(event, []).append(callback)
+
+    @property
+    def events(self):
+        return self
+
+
+def test_in_a_kernel_each_cell_with_runs_ends_with_a_release(trims, monkeypatch):
+    import sys
+    import types
+
+    shell = FakeShell()
+    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: shell))
+    monkeypatch.setattr(memory_release, "_cell_hook_registered", False)
+    monkeypatch.setattr(memory_release, "IDLE_S", 60.0)         # only the cell hook releases
+    run()                                                       # a cell made an engine run
+    [after_cell] = shell.callbacks["post_run_cell"]
+    after_cell(None)
+    assert trims == [0]
+    after_cell(None)                                            # a cell without engine runs
+    assert trims == [0]
+    run()
+    assert shell.callbacks["post_run_cell"] == [after_cell]     # registered once
