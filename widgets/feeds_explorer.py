@@ -10,12 +10,12 @@ training with feeds (``steps_per_execution`` steps per engine run) and without t
 engine run per step, the batch copied in as an ordinary input).  Engine runs are blocking
 and identical, so the total is one simulated run times the number of runs; only the first
 steps are drawn as a trace.  The widget turns its controls into a ``FeedsConfig``, calls
-``simulate`` and draws; an invalid value shows a message and keeps the last valid drawing.
-No TensorFlow is imported.
+``simulate`` and draws SVG (a chart of the total against steps per execution, and the
+traces); an invalid value shows a message and keeps the last valid drawing.  No TensorFlow,
+no matplotlib, no NumPy: it runs in JupyterLite's browser kernel too.
 """
 from __future__ import annotations
 
-import io
 import math
 import traceback
 from dataclasses import dataclass, replace
@@ -25,7 +25,8 @@ from typing import Optional, Sequence, Tuple
 import ipywidgets as w
 
 from ipu_emulator import views
-from ipu_emulator.views.time_axis import FoldedTime
+from ipu_emulator.views.line_chart import Series, line_chart_svg
+from ipu_emulator.views.trace_figure import fluid
 from ipu_emulator.sim import builtin_models, cost_model, hardware
 from ipu_emulator.sim.hardware import HostModel
 from ipu_emulator.record import ComputeCost, EngineRun
@@ -178,7 +179,8 @@ def sweep(config: FeedsConfig, choices: Sequence[int] = STEPS_PER_EXECUTION_CHOI
 # --- the widget ------------------------------------------------------------------------------
 
 class FeedsExplorer(w.VBox):
-    """Controls, a summary, and a PNG: total time against steps per execution, and traces."""
+    """Controls, a summary, and an SVG drawing: total time against steps per execution, and
+    both programs' first steps."""
 
     def __init__(self, config: Optional[FeedsConfig] = None, step_cost: Optional[ComputeCost] = None):
         config = config or FeedsConfig()
@@ -197,7 +199,9 @@ class FeedsExplorer(w.VBox):
                                            description="IPU", style=style)
         self.summary = w.HTML()
         self.message = w.HTML()
-        self.image = w.Image(format="png", layout=w.Layout(max_width="100%"))
+        # Inline SVG in an HTML widget, as the playground's trace: no matplotlib (so it runs
+        # in JupyterLite's kernel) and the points' and boxes' tooltips work.
+        self.drawing = w.HTML(layout=w.Layout(overflow="auto"))
         self.result: Optional[FeedsResult] = None
         self.last_valid: Optional[FeedsResult] = None
         self.redraw_count = 0
@@ -205,7 +209,7 @@ class FeedsExplorer(w.VBox):
             control.observe(self._on_change, names="value")
         super().__init__([w.HBox([self.steps_per_execution, self.steps]),
                           w.HBox([self.host, self.ipu_version]),
-                          self.message, self.summary, self.image])
+                          self.message, self.summary, self.drawing])
         self.refresh()
 
     def config(self) -> FeedsConfig:
@@ -228,7 +232,7 @@ class FeedsExplorer(w.VBox):
             self.message.value = ""
             self.last_valid = self.result
             self.summary.value = summary_html(self.result)
-            self.image.value = render_png(self.result, sweep(self.result.config))
+            self.drawing.value = drawing_html(self.result, sweep(self.result.config))
             self.redraw_count += 1
         except Exception:  # pylint: disable=broad-except  (a widget must not break the kernel)
             self.message.value = ("<pre style='color:#a00'>unexpected error in the explorer:\n"
@@ -258,38 +262,73 @@ def summary_html(result: FeedsResult) -> str:
             f"{body}</table>")
 
 
-def render_png(result: FeedsResult, points, width_inches: float = 11.0) -> bytes:
-    """Total time against steps per execution (left), and both programs' first steps."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+CHART_WIDTH = 320
+FEEDS_COLOUR = "#0072B2"      # Okabe-Ito blue and vermillion, as the traces' palette
+NO_FEEDS_COLOUR = "#D55E00"
+# The traces are drawn 600 px wide and shown 540-720 px wide: narrower, their text would shrink
+# below 10 px, so the drawing scrolls instead.
+TRACE_WIDTH = 600
+TRACE_MIN_WIDTH, TRACE_MAX_WIDTH = 540, 720
 
-    figure = Figure(figsize=(width_inches, 5.2))
-    FigureCanvasAgg(figure)
-    grid = figure.add_gridspec(2, 2, width_ratios=(1, 2.2))
-    curve = figure.add_subplot(grid[:, 0])
-    if points:
-        xs, ys = zip(*points)
-        curve.plot(xs, ys, "o-", color="tab:blue", label="with feeds")
-    curve.axhline(result.without_feeds.total_seconds, color="tab:red", ls="--",
-                  label="without feeds")
-    curve.plot([min(result.config.steps_per_execution, result.config.steps)],
-               [result.with_feeds.total_seconds], "o", ms=11, mfc="none", color="k",
-               label="chosen")
-    curve.set_xscale("log")
-    curve.set_ylim(bottom=0)
-    curve.set_xlabel("steps per execution")
-    curve.set_ylabel("total, simulated IPU time (s)")
-    curve.legend(fontsize="small")
-    # One time axis for both traces, so the shorter one looks shorter; the host's waits are
-    # the lesson here, so nothing is folded.
-    traces = (result.with_feeds.trace, result.without_feeds.trace)
-    longest = max(trace.metrics.makespan for trace in traces)
-    shared = FoldedTime(0.0, longest)
-    for row, (name, trace) in enumerate(zip(("with feeds", "without feeds"), traces)):
-        ax = figure.add_subplot(grid[row, 1])
-        views.plot_timeline(trace, ax=ax, time_unit="ms", time_axis=shared,
-                            title=f"{name}: the first {TRACE_STEPS} steps")
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=80)
-    return buffer.getvalue()
+
+def chart_svg(result: FeedsResult, points) -> str:
+    """The whole training's total against steps per execution: ``points`` (``sweep``'s) with
+    feeds, the program without feeds as a dashed line, the chosen configuration circled."""
+    config, feeds, plain = result.config, result.with_feeds, result.without_feeds
+    chosen = (min(config.steps_per_execution, config.steps), feeds.total_seconds)
+    # The x axis ends at the last choice the training can use, or at the chosen point.
+    xs = [x for x, _ in points] + [chosen[0]]
+    ticks = [c for c in STEPS_PER_EXECUTION_CHOICES if c <= max(xs)] or [1]
+    highest = max([y for _, y in points] + [chosen[1], plain.total_seconds])
+    unit = views.pick_time_unit(highest)
+    scale = views.time_unit_scale(unit)
+    series = [Series("with feeds", [(x, y * scale) for x, y in points], colour=FEEDS_COLOUR),
+              Series("without feeds", [(min(ticks + xs), plain.total_seconds * scale),
+                                       (max(ticks + xs), plain.total_seconds * scale)],
+                     colour=NO_FEEDS_COLOUR, dashed=True, markers=False)]
+    return line_chart_svg(series, x_label="steps per execution",
+                          y_label=f"total, simulated IPU time ({unit})", x_ticks=ticks,
+                          log_x=True, circled=(chosen[0], chosen[1] * scale),
+                          circled_name=f"chosen: {chosen[0]:,} per execution",
+                          title=f"{config.steps:,} training steps", width=CHART_WIDTH)
+
+
+def traces_svg(result: FeedsResult) -> str:
+    """Both programs' first ``TRACE_STEPS`` steps on one time axis, so the shorter looks
+    shorter; the host's waits are the lesson here, so no idle time is folded."""
+    spe = min(result.config.steps_per_execution, result.config.steps)
+    shown = min(TRACE_STEPS, result.config.steps)
+    traces = [first_steps(result.with_feeds.trace, shown),
+              first_steps(result.without_feeds.trace, shown)]
+    return views.timeline_svg(
+        traces, width=TRACE_WIDTH, end=max(_last_end(t) for t in traces), fold_idle=False,
+        titles=[f"with feeds ({spe:,} per execution): the first {shown} steps",
+                f"without feeds: the first {shown} steps"])
+
+
+def first_steps(trace: Timeline, steps: int) -> Timeline:
+    """``trace`` cut after its first ``steps`` steps: one engine run of 1,000 steps is
+    simulated whole, but only its first steps compare with the other program's."""
+    keys = sorted({(e.engine_run, e.iteration) for e in trace.events if e.iteration is not None})
+    kept_steps = set(keys[:steps])
+    kept_runs = {run for run, _ in kept_steps}
+    events = [e for e in trace.events if (e.engine_run, e.iteration) in kept_steps
+              or (e.iteration is None and e.engine_run in kept_runs)]
+    end = max((e.end for e in events), default=0.0)
+    return replace(trace, events=events,
+                   engine_run_spans=[(a, min(b, end)) for a, b in trace.engine_run_spans
+                                     if a < end])
+
+
+def _last_end(trace: Timeline) -> float:
+    return max((e.end for e in trace.events), default=0.0)
+
+
+def drawing_html(result: FeedsResult, points) -> str:
+    """The chart, and the traces beside it scaled to the room left (0.9 to 1.2 times their
+    drawn size); on a screen too narrow for both, the traces wrap below it."""
+    return ("<div style='display:flex;flex-wrap:wrap;align-items:flex-start;gap:12px'>"
+            f"<div style='flex:0 0 auto'>{chart_svg(result, points)}</div>"
+            f"<div style='flex:1 1 {TRACE_MIN_WIDTH}px;min-width:{TRACE_MIN_WIDTH}px;"
+            f"max-width:{TRACE_MAX_WIDTH}px'>"
+            f"{fluid(traces_svg(result))}</div></div>")
