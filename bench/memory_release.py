@@ -65,8 +65,8 @@ with tf.Session() as sess:
     for _ in range(STEPS):
         sess.run(one_step)
     seconds = time.perf_counter() - started
-from ipu_emulator.runtime import memory_release
-during = memory_release.releases()            # none expected: the runs never paused
+    from ipu_emulator.runtime import memory_release
+    during = memory_release.releases()        # none expected: the runs never paused
 time.sleep(memory_release.IDLE_S + 1.0)       # the learner reads: the kernel is idle
 
 status = dict(line.split(":", 1) for line in open("/proc/self/status"))
