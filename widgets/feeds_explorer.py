@@ -20,14 +20,14 @@ import math
 import traceback
 from dataclasses import dataclass, replace
 from html import escape
-from typing import Optional, Sequence, Tuple
+from typing import Optional, Sequence
 
 import ipywidgets as w
 
 from ipu_emulator import views
 from ipu_emulator.views.line_chart import Series, line_chart_svg
 from ipu_emulator.views.trace_figure import fluid
-from ipu_emulator.sim import builtin_models, cost_model, hardware
+from ipu_emulator.sim import feeds, hardware
 from ipu_emulator.sim.hardware import HostModel
 from ipu_emulator.record import ComputeCost, EngineRun
 from ipu_emulator.sim.timeline import Timeline, simulate_engine_runs
@@ -35,20 +35,7 @@ from ipu_emulator.sim.timeline import Timeline, simulate_engine_runs
 IPU_VERSIONS = hardware.IPU_VERSIONS
 HOSTS = ("tutorial 3 host", "ideal host")
 STEPS_PER_EXECUTION_CHOICES = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
-# Graphcore's tutorial 3 model: Flatten, Dense(128, relu), Dense(10, softmax), batches of 32.
-TUTORIAL3_MLP = builtin_models.builtin_model("tutorial3-mlp")
-LOSS_BYTES = 4  # each step sends its float32 loss to the host through the outfeed
 TRACE_STEPS = 20  # steps drawn in the trace
-
-
-def tutorial3_step_cost(batch_size: int = 32) -> ComputeCost:
-    """One training step of tutorial 3's MLP, from the declarative cost model."""
-    return cost_model.step_cost(TUTORIAL3_MLP, batch_size)
-
-
-def batch_bytes(batch_size: int) -> int:
-    """One batch crossing the host link: float32 28x28 images and int32 labels."""
-    return batch_size * (28 * 28 * 4 + 4)
 
 
 @dataclass(frozen=True)
@@ -117,48 +104,30 @@ def _check(config: FeedsConfig) -> None:
         raise ValueError(f"unknown IPU version {config.ipu_version!r}")
 
 
-def _program_time(runs: Sequence[Tuple[EngineRun, int]], config: FeedsConfig,
-                  host: HostModel) -> ProgramTime:
-    """Total time of ``count`` repetitions of each run, plus a trace of the first steps."""
-    total = launch_total = 0.0
-    engine_runs = 0
-    for run, count in runs:
-        if count == 0:
-            continue
-        one = simulate_engine_runs([run], target=config.ipu_version, host=host)
-        launch = sum(e.duration for e in one.events if e.name == "Engine::run")
-        total += count * one.metrics.makespan
-        launch_total += count * launch
-        engine_runs += count
-    first, _ = runs[0]
-    shown = max(1, min(engine_runs, math.ceil(TRACE_STEPS / first.iterations)))
-    trace_runs = [first] * shown
-    drawn = simulate_engine_runs(trace_runs, target=config.ipu_version, host=host,
-                                 batch_size=config.batch_size)
-    return ProgramTime(engine_runs=engine_runs, total_seconds=total,
-                       launch_seconds=launch_total, trace=drawn)
+def _first_steps_trace(run: EngineRun, engine_runs: int, config: FeedsConfig,
+                       host: HostModel) -> Timeline:
+    """The engine runs (each ``run``) that hold the training's first TRACE_STEPS steps."""
+    shown = max(1, min(engine_runs, math.ceil(TRACE_STEPS / run.iterations)))
+    return simulate_engine_runs([run] * shown, target=config.ipu_version, host=host,
+                                batch_size=config.batch_size)
 
 
 def simulate(config: FeedsConfig) -> FeedsResult:
-    """Both programs' simulated IPU time; any failure becomes ``result.error``."""
+    """Both programs' simulated IPU time (``ipu_emulator.sim.feeds``) and the first steps
+    of each; any failure becomes ``result.error``."""
     try:
         _check(config)
         host = host_model(config.host)
-        step = config.step_cost or tutorial3_step_cost(config.batch_size)
-        data = batch_bytes(config.batch_size)
+        step = config.step_cost or feeds.tutorial3_step_cost(config.batch_size)
         spe = min(config.steps_per_execution, config.steps)
-        full_runs, remainder = divmod(config.steps, spe)
-
-        def looped(iterations):
-            return EngineRun("training loop with feeds", iterations=iterations, step_cost=step,
-                             infeed_bytes_per_iteration=data,
-                             outfeed_bytes_per_iteration=LOSS_BYTES)
-        with_feeds = _program_time([(looped(spe), full_runs), (looped(max(1, remainder)),
-                                                               1 if remainder else 0)],
-                                   config, host)
-        per_step = EngineRun("one step per engine run", iterations=1, step_cost=step,
-                             input_bytes=data, output_bytes=LOSS_BYTES)
-        without_feeds = _program_time([(per_step, config.steps)], config, host)
+        total, launching, engine_runs = feeds.with_feeds(
+            config.steps, spe, step, host, config.ipu_version, config.batch_size)
+        with_feeds = ProgramTime(engine_runs, total, launching, _first_steps_trace(
+            feeds.looped_run(spe, step, config.batch_size), engine_runs, config, host))
+        total, launching = feeds.without_feeds(config.steps, step, host, config.ipu_version,
+                                               config.batch_size)
+        without_feeds = ProgramTime(config.steps, total, launching, _first_steps_trace(
+            feeds.per_step_run(step, config.batch_size), config.steps, config, host))
     except Exception as error:  # pylint: disable=broad-except  (shown instead of raised)
         return FeedsResult(config=config, error=f"{type(error).__name__}: {error}")
     return FeedsResult(config=config, with_feeds=with_feeds, without_feeds=without_feeds)

@@ -2,10 +2,10 @@
 ideal host.
 
 Both work on Graphcore's tutorial 3 measurement: 10,000 training steps, batches of 32, the
-loss sent back through an outfeed each step, simulated on a GC200 exactly as the notebook's
-feeds explorer does it (``widgets.feeds_explorer.simulate``).  The checks take the step cost
-the notebook recorded (``looped_run.step_cost``); without it they use ``REFERENCE_STEP_COST``,
-that step as the emulator recorded it.
+loss sent back through an outfeed each step, simulated on a GC200 by ``sim.feeds``, as the
+notebook's feeds explorer simulates it.  The checks take the step cost the notebook recorded
+(``looped_run.step_cost``); without it they use ``REFERENCE_STEP_COST``, that step as the
+emulator recorded it.
 
     >>> check_ideal_host_ratio(1.63).ok
     False
@@ -17,17 +17,14 @@ from __future__ import annotations
 from typing import Optional
 
 from ipu_emulator.exercises import exercise, not_yet, right, smallest_whole_number
-from ipu_emulator.record import ComputeCost, EngineRun
-from ipu_emulator.sim import builtin_models, cost_model
+from ipu_emulator.record import ComputeCost
+from ipu_emulator.sim import feeds
+from ipu_emulator.sim.feeds import tutorial3_step_cost
 from ipu_emulator.sim.hardware import HostModel
-from ipu_emulator.sim.timeline import simulate_engine_runs
 
 TARGET = "ipu2"
 STEPS = 10_000
 TUTORIAL_STEPS_PER_EXECUTION = 10
-BATCH_SIZE = 32
-BATCH_BYTES = BATCH_SIZE * (28 * 28 * 4 + 4)   # float32 images and int32 labels
-LOSS_BYTES = 4
 # Launching engine runs may take at most this share of the whole training's time.
 LAUNCH_BUDGET = 0.02
 RATIO_TOLERANCE = 0.05
@@ -42,45 +39,20 @@ REFERENCE_STEP_COST = ComputeCost(
     phase_bytes=(615240.0, 634028.0, 3663752.0), phase_op_cycles=(16300.0, 7000.0, 12100.0))
 
 
-def tutorial3_step_cost() -> ComputeCost:
-    """One training step of tutorial 3's MLP (batches of 32), from the declarative cost model."""
-    return cost_model.step_cost(builtin_models.builtin_model("tutorial3-mlp"), BATCH_SIZE)
-
-
-def _one_run(step_cost, iterations, host):
-    """``(total, launching)``: simulated seconds of one engine run, and of its launch."""
-    timeline = simulate_engine_runs([_run(step_cost, iterations)], target=TARGET, host=host)
-    launch = sum(event.duration for event in timeline.events if event.name == "Engine::run")
-    return timeline.metrics.makespan, launch
-
-
-def _run(step_cost, iterations):
-    return EngineRun("training loop with feeds", iterations=iterations, step_cost=step_cost,
-                     infeed_bytes_per_iteration=BATCH_BYTES,
-                     outfeed_bytes_per_iteration=LOSS_BYTES)
-
-
 def with_feeds(steps_per_execution: int, step_cost: Optional[ComputeCost] = None,
                host: Optional[HostModel] = None):
     """``(total, launching)``: simulated seconds of the 10,000 steps with feeds."""
-    step_cost = step_cost or REFERENCE_STEP_COST
-    host = host or HostModel.tutorial3()
-    full_runs, remainder = divmod(STEPS, steps_per_execution)
-    total, launching = (full_runs * seconds
-                        for seconds in _one_run(step_cost, steps_per_execution, host))
-    if remainder:
-        last_total, last_launch = _one_run(step_cost, remainder, host)
-        total, launching = total + last_total, launching + last_launch
+    total, launching, _ = feeds.with_feeds(STEPS, steps_per_execution,
+                                           step_cost or REFERENCE_STEP_COST,
+                                           host or HostModel.tutorial3(), TARGET)
     return total, launching
 
 
 def without_feeds(step_cost: Optional[ComputeCost] = None, host: Optional[HostModel] = None):
     """Simulated seconds of the 10,000 steps, one engine run each, the batch passed in."""
-    run = EngineRun("one step per engine run", iterations=1,
-                    step_cost=step_cost or REFERENCE_STEP_COST, input_bytes=BATCH_BYTES,
-                    output_bytes=LOSS_BYTES)
-    return STEPS * simulate_engine_runs([run], target=TARGET,
-                                        host=host or HostModel.tutorial3()).metrics.makespan
+    total, _ = feeds.without_feeds(STEPS, step_cost or REFERENCE_STEP_COST,
+                                   host or HostModel.tutorial3(), TARGET)
+    return total
 
 
 def launch_fraction(steps_per_execution: int, step_cost: Optional[ComputeCost] = None) -> float:

@@ -1,6 +1,6 @@
 """Notebook 10's exercises: the feeds explorer without TensorFlow (tutorial 3's MLP from the
-cost model, 10,000 steps, batches of 32, simulated on a GC200 as
-``widgets.feeds_explorer.simulate`` does it).
+cost model, 10,000 steps, batches of 32, simulated on a GC200 by ``sim.feeds``, as the
+feeds explorer simulates it).
 
 * On the ideal host, the fewest steps per execution at which launching engine runs takes at
   most half of the training: where the launches stop being the larger cost.
@@ -15,11 +15,10 @@ cost model, 10,000 steps, batches of 32, simulated on a GC200 as
 from __future__ import annotations
 
 from ipu_emulator.exercises import exercise, not_yet, right, smallest_whole_number
-from ipu_emulator.exercises.nb03_feeds import (BATCH_BYTES, LOSS_BYTES, STEPS, TARGET,
-                                               tutorial3_step_cost, with_feeds, without_feeds)
-from ipu_emulator.record import EngineRun
+from ipu_emulator.exercises.nb03_feeds import STEPS, TARGET, with_feeds, without_feeds
+from ipu_emulator.sim import feeds
+from ipu_emulator.sim.feeds import tutorial3_step_cost
 from ipu_emulator.sim.hardware import HostModel
-from ipu_emulator.sim.timeline import simulate_engine_runs
 
 LAUNCH_SHARE = 0.5
 RATIO_TOLERANCE = 0.02
@@ -62,10 +61,8 @@ def check_break_even(steps_per_execution):
 
 
 def _simulated_run_seconds(steps: int, host: HostModel) -> float:
-    run = EngineRun("training loop with feeds", iterations=steps,
-                    step_cost=tutorial3_step_cost(), infeed_bytes_per_iteration=BATCH_BYTES,
-                    outfeed_bytes_per_iteration=LOSS_BYTES)
-    return simulate_engine_runs([run], target=TARGET, host=host).metrics.makespan
+    total, _ = feeds.run_seconds(feeds.looped_run(steps, tutorial3_step_cost()), host, TARGET)
+    return total
 
 
 def one_run_seconds(steps: int, host: HostModel) -> float:

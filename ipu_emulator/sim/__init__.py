@@ -10,6 +10,7 @@
 ``timeline``            events per lane, the metrics derived from them, the BSP model of engine runs
 ``pipeline_simulator``  a schedule plus stage costs plus hardware -> a timeline and its metrics
 ``recorded_runs``       recorded engine runs (``ipu_emulator.record``) -> their simulated timeline
+``feeds``               a training with and without feeds, as engine runs (tutorial 3's what-if)
 
 May import: the standard library and ``ipu_emulator.record``; never TensorFlow, NumPy or the
 emulator's other layers (``make test`` checks this with import-linter).

@@ -8,10 +8,10 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from ipu_emulator.sim import hardware
+from ipu_emulator.sim.feeds import tutorial3_step_cost
 from ipu_emulator.views.legibility import svg_problems
 from widgets.feeds_explorer import (HOSTS, STEPS_PER_EXECUTION_CHOICES, TRACE_STEPS,
-                                    FeedsConfig, FeedsExplorer, first_steps, simulate, sweep,
-                                    tutorial3_step_cost)
+                                    FeedsConfig, FeedsExplorer, first_steps, simulate, sweep)
 
 SVG = "{http://www.w3.org/2000/svg}"
 
