@@ -121,6 +121,24 @@ def exercise(name: str, solution: Callable, wrong: Tuple = (),
     return decorate
 
 
+def is_whole_number(value) -> bool:
+    """An ``int`` answer, not ``True``/``False`` (which Python counts as ints).
+
+    >>> is_whole_number(3), is_whole_number(3.0), is_whole_number(True), is_whole_number("3")
+    (True, False, False, False)
+    """
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value) -> bool:
+    """An ``int`` or ``float`` answer, not ``True``/``False``.
+
+    >>> is_number(0.5), is_number(2), is_number(False), is_number("0.5")
+    (True, True, False, False)
+    """
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def smallest_whole_number(holds: Callable[[int], bool]) -> int:
     """The smallest n >= 1 for which ``holds(n)``, when it holds for every larger n too (a
     share that falls as n grows, under a budget): doubling, then bisection.

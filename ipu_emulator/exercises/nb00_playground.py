@@ -7,7 +7,7 @@
 """
 from __future__ import annotations
 
-from ipu_emulator.exercises import exercise, not_yet, right
+from ipu_emulator.exercises import exercise, is_whole_number, not_yet, right
 from ipu_emulator.sim.bubbles import textbook_bubble
 from ipu_emulator.sim.pipeline_simulator import simulate_pipeline, unit_stages
 from ipu_emulator.sim.schedules import PipelineConfigurationError
@@ -65,7 +65,7 @@ def _smallest_count_below_goal() -> int:
 def check_accumulation_for_small_bubble(count):
     """The smallest gradient accumulation count Grouped accepts for 4 stages whose bubble is
     under 10 %."""
-    if not isinstance(count, int) or isinstance(count, bool):
+    if not is_whole_number(count):
         return not_yet("answer with a whole number of micro-batches, without quotes.")
     try:
         timeline = simulate_pipeline(unit_stages(STAGES), "grouped", count, unit_cost=True,

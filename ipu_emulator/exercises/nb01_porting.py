@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from ipu_emulator.exercises import exercise, not_yet, right, smallest_whole_number
+from ipu_emulator.exercises import (exercise, is_number, is_whole_number, not_yet, right,
+                                    smallest_whole_number)
 from ipu_emulator.record import ComputeCost, EngineRun
 from ipu_emulator.sim.timeline import simulate_engine_runs
 
@@ -55,7 +56,7 @@ def _busy_bound(run: Optional[EngineRun] = None) -> float:
 def check_busy_bound(bound, run: Optional[EngineRun] = None):
     """The most the IPU can compute, as a fraction of the time, with one sess.run per step:
     c / (c + h), from the per-step figures the notebook prints."""
-    if not isinstance(bound, (int, float)) or isinstance(bound, bool):
+    if not is_number(bound):
         return not_yet("answer with a number (a fraction between 0 and 1), without quotes.")
     if not 0 < bound < 1:
         return not_yet("give the bound as a fraction between 0 and 1 (50 % would be 0.5).")
@@ -97,7 +98,7 @@ def _fewest_steps(run: Optional[EngineRun] = None) -> int:
 def check_steps_per_run(steps, run: Optional[EngineRun] = None):
     """The fewest steps one engine run must hold for launching to take at most a quarter of
     its simulated time."""
-    if not isinstance(steps, int) or isinstance(steps, bool):
+    if not is_whole_number(steps):
         return not_yet("answer with a whole number of steps, without quotes.")
     if steps < 1:
         return not_yet("an engine run holds at least one step.")

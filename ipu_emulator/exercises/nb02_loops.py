@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from ipu_emulator.exercises import exercise, not_yet, right
+from ipu_emulator.exercises import exercise, is_number, is_whole_number, not_yet, right
 from ipu_emulator.exercises.nb01_porting import REFERENCE_STEP, looped
 from ipu_emulator.record import EngineRun, ProgramRecord
 from ipu_emulator.sim.timeline import simulate_engine_runs
@@ -48,7 +48,7 @@ def _steps_per_launch(run: Optional[EngineRun] = None) -> float:
           wrong=(1, 4, 125, 1000, 0.05, "20"))
 def check_steps_per_launch(steps, run: Optional[EngineRun] = None):
     """About how many looped steps the IPU makes in the time one engine-run launch takes."""
-    if not isinstance(steps, (int, float)) or isinstance(steps, bool):
+    if not is_number(steps):
         return not_yet("answer with a number of steps, without quotes.")
     launch, step = launch_and_step(run)
     exact = launch / step
@@ -93,7 +93,7 @@ def _smallest_split(run: Optional[EngineRun] = None) -> int:
 def check_split_epoch(repeat_count, run: Optional[EngineRun] = None):
     """The smallest repeat count, dividing the epoch, for which launching the epoch's engine
     runs takes at most half its simulated time."""
-    if not isinstance(repeat_count, int) or isinstance(repeat_count, bool):
+    if not is_whole_number(repeat_count):
         return not_yet("answer with a whole number of steps per engine run, without quotes.")
     steps = (run or REFERENCE_EPOCH).iterations
     if repeat_count < 1:

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ipu_emulator.exercises import exercise, not_yet, right, smallest_whole_number
+from ipu_emulator.exercises import (exercise, is_number, is_whole_number, not_yet, right,
+                                    smallest_whole_number)
 from ipu_emulator.record import ComputeCost
 from ipu_emulator.sim import feeds
 from ipu_emulator.sim.feeds import tutorial3_step_cost
@@ -71,7 +72,7 @@ def _fewest_steps_per_execution(step_cost: Optional[ComputeCost] = None) -> int:
 def check_steps_per_execution(steps_per_execution, step_cost: Optional[ComputeCost] = None):
     """The fewest steps per execution for which launching engine runs takes at most 2 % of
     the tutorial's 10,000 steps (tutorial 3 host)."""
-    if not isinstance(steps_per_execution, int) or isinstance(steps_per_execution, bool):
+    if not is_whole_number(steps_per_execution):
         return not_yet("answer with a whole number of steps per execution, without quotes.")
     if not 1 <= steps_per_execution <= STEPS:
         return not_yet("steps per execution runs from 1 (no loop) to the number of steps.")
@@ -105,7 +106,7 @@ def ideal_host_ratio(step_cost: Optional[ComputeCost] = None) -> float:
           wrong=(1.63, 1.65, 10, 100, 0.5, "7"))
 def check_ideal_host_ratio(ratio, step_cost: Optional[ComputeCost] = None):
     """The speed-up from the feeds Graphcore would have measured with an ideal host."""
-    if not isinstance(ratio, (int, float)) or isinstance(ratio, bool):
+    if not is_number(ratio):
         return not_yet("answer with a number (time without feeds / time with feeds), "
                        "without quotes.")
     exact = ideal_host_ratio(step_cost)

@@ -9,37 +9,28 @@
 """
 from __future__ import annotations
 
-from ipu_emulator.exercises import exercise, not_yet, right
+from ipu_emulator.exercises import exercise, is_whole_number, not_yet, right
+from ipu_emulator.sim.hardware import next_power_of_two
 
 # 04.replication-factor: a program sharded over 3 IPUs on a device of 8 IPUs.
 SHARDS_USED = 3
 DEVICE_IPUS = 8
 
 
-def _power_of_two_at_least(count: int) -> int:
-    power = 1
-    while power < count:
-        power *= 2
-    return power
-
-
 def _replication_factor(shards: int = SHARDS_USED, ipus: int = DEVICE_IPUS) -> int:
     """The SDK's rule: the IPUs of the device over the shards rounded up to a power of two."""
-    return ipus // _power_of_two_at_least(shards)
+    return ipus // next_power_of_two(shards)
 
-
-def _is_whole_number(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @exercise("04.replication-factor", solution=_replication_factor, wrong=(8, 1, 3, 4, "2"))
 def check_replication_factor(factor):
     """The ``replication_factor`` the feeds need for a program whose ops use ``ipu_shard(0)``,
     ``(1)`` and ``(2)``, on a device of 8 IPUs."""
-    if not _is_whole_number(factor):
+    if not is_whole_number(factor):
         return not_yet("answer with a whole number of replicas, without quotes.")
     expected = _replication_factor()
-    rounded = _power_of_two_at_least(SHARDS_USED)
+    rounded = next_power_of_two(SHARDS_USED)
     if factor == expected:
         return right(f"the program's {SHARDS_USED} shards are rounded up to {rounded} IPUs "
                      f"(one of them idle), and {DEVICE_IPUS} / {rounded} = {expected} copies fit "
@@ -71,7 +62,7 @@ TARGET_BATCH = 512
 def check_accumulation_for_batch(count):
     """The gradient accumulation count that gives 512 samples per update with 4 replicas of
     mini-batches of 32."""
-    if not _is_whole_number(count):
+    if not is_whole_number(count):
         return not_yet("answer with a whole number of mini-batches, without quotes.")
     if count < 1:
         return not_yet("each replica accumulates at least one mini-batch per update.")
@@ -103,7 +94,7 @@ def _gradient_bytes() -> int:
 def check_all_reduce_bytes(count):
     """Bytes each replica all-reduces per weight update when the mini-batch grows from 32 to
     64 images."""
-    if not _is_whole_number(count):
+    if not is_whole_number(count):
         return not_yet("answer with a whole number of bytes, without quotes or commas (Python "
                        "accepts 1_000 for 1,000).")
     expected = _gradient_bytes()

@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import math
 
-from ipu_emulator.exercises import exercise, not_yet, right
+from ipu_emulator.exercises import exercise, is_number, is_whole_number, not_yet, right
 
 # The notebook's settings (FULL_SIZE = False): 20 runs of 2 updates of 16 mini-batches.
 RUNS = 20
 REPEAT_COUNT = 2
 BATCHES_TO_ACCUMULATE = 16
 
-
-def _is_whole_number(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _updates_in(training=None) -> int:
@@ -42,7 +39,7 @@ def _steps_in(training=None) -> int:
 def check_weight_updates(updates, training=None):
     """How many times the training loop changed the weights; ``training``: the recorded runs
     of the loop (optional; the notebook's settings otherwise)."""
-    if not _is_whole_number(updates):
+    if not is_whole_number(updates):
         return not_yet("answer with a whole number of updates, without quotes.")
     expected, steps = _updates_in(training), _steps_in(training)
     if updates == expected:
@@ -77,7 +74,7 @@ def _smallest_accepted_count() -> int:
 def check_accumulation_count(count):
     """The smallest ``num_mini_batches`` that gives at least 300 images per update with
     mini-batches of 32, in a loop of 48 iterations the compiler accepts."""
-    if not _is_whole_number(count):
+    if not is_whole_number(count):
         return not_yet("answer with a whole number of mini-batches, without quotes.")
     if count < 1:
         return not_yet("the optimizer refuses a count below one.")
@@ -108,7 +105,7 @@ SUM_RATE = 0.01
 def check_sum_learning_rate(rate):
     """The learning rate at which one step on the 8-times larger batch makes the same update
     as accumulating 8 mini-batches with ``reduction_method="SUM"`` at 0.01."""
-    if not isinstance(rate, (int, float)) or isinstance(rate, bool):
+    if not is_number(rate):
         return not_yet("answer with a number, without quotes.")
     expected = SUM_COUNT * SUM_RATE
     if math.isclose(rate, expected, rel_tol=1e-6):

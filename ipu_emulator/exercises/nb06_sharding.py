@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import List
 
-from ipu_emulator.exercises import exercise, not_yet, right
+from ipu_emulator.exercises import exercise, is_number, is_whole_number, not_yet, right
 from ipu_emulator.sim import builtin_models, cost_model
 from ipu_emulator.sim.bubbles import textbook_bubble
 from ipu_emulator.sim.pipeline_simulator import simulate_pipeline, unit_stages
@@ -51,7 +51,7 @@ def check_turns(turns, timeline=None):
     """The IPUs that compute for mini-batch 0, in the order they take their turns (each turn
     written once); ``timeline``: the trace the learner reads (optional)."""
     if not isinstance(turns, (list, tuple)) or not all(
-            isinstance(t, int) and not isinstance(t, bool) for t in turns):
+            is_whole_number(t) for t in turns):
         return not_yet("answer with a list of IPU numbers, such as [1, 0].")
     turns = list(turns)
     expected = _solution_turns(timeline)
@@ -91,7 +91,7 @@ def _simulated_idle(mini_batches: int) -> float:
 def check_sharding_idle_fraction(fraction):
     """The idle fraction (bubble) of a model sharded over 4 IPUs with equal shards, free
     communication and no host launch, as a fraction between 0 and 1."""
-    if not isinstance(fraction, (int, float)) or isinstance(fraction, bool):
+    if not is_number(fraction):
         return not_yet("answer with a number, without quotes.")
     if fraction > 1:
         return not_yet("give a fraction between 0 and 1, not a percentage.")

@@ -17,7 +17,7 @@ from dataclasses import replace
 from numbers import Real
 from typing import Optional
 
-from ipu_emulator.exercises import exercise, not_yet, right
+from ipu_emulator.exercises import exercise, is_whole_number, not_yet, right
 from ipu_emulator.sim import builtin_models, cost_model
 from ipu_emulator.sim.pipeline_simulator import simulate_pipeline, unit_stages
 from ipu_emulator.sim.recorded_runs import simulate_run
@@ -96,7 +96,7 @@ def _peak_in_flight(schedule: str) -> int:
 @exercise("07.in-flight", solution=lambda: _peak_in_flight("grouped"), wrong=(4, 11, 8, 1, "7"))
 def check_in_flight(count):
     """The most micro-batches IPU0 holds at once under Grouped, four equal stages."""
-    if not isinstance(count, int) or isinstance(count, bool):
+    if not is_whole_number(count):
         return not_yet("answer with a whole number of micro-batches, without quotes.")
     grouped, interleaved = _peak_in_flight("grouped"), _peak_in_flight("interleaved")
     if count == grouped:
@@ -205,7 +205,7 @@ def _smallest_repeat_count(run=None) -> int:
 def check_repeat_count(repeat_count, run=None):
     """The smallest repeat count for which the host's launch is under 10 % of the engine
     run's makespan (``run``: the recorded engine run; without it, the built-in model)."""
-    if not isinstance(repeat_count, int) or isinstance(repeat_count, bool):
+    if not is_whole_number(repeat_count):
         return not_yet("answer with a whole number of passes, without quotes.")
     if repeat_count < 1:
         return not_yet("a pipeline makes at least one pass per engine run.")
@@ -261,8 +261,8 @@ def check_pace_setter(ipu, timeline: Optional[object] = None):
     return right(f"IPU{busiest} runs dense32, the logits and the loss, the same layers as "
                  "IPU1 did with two stages. The new cuts split only the first stage; the last "
                  "keeps all its work and every step waits for it, so the pace did not change, "
-                 "and each extra stage adds an exchange per micro-batch. Splitting pays only when it shortens the slowest "
-                 "stage.")
+                 "and each extra stage adds an exchange per micro-batch. Splitting pays only "
+                 "when it shortens the slowest stage.")
 
 
 __all__ = ["check_faster_schedule", "check_in_flight", "check_bubble_function",

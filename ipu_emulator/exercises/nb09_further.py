@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 from typing import Dict, Optional, Sequence, Tuple
 
-from ipu_emulator.exercises import exercise, not_yet, right
+from ipu_emulator.exercises import exercise, is_whole_number, not_yet, right
 from ipu_emulator.sim.builtin_models import builtin_model
 from ipu_emulator.sim.cost_model import stage_costs
 from ipu_emulator.sim.passes import one_pass
@@ -129,7 +129,7 @@ def _accumulation_for_replicas(stages=None) -> int:
 def check_accumulation_for_replicas(count, stages=None):
     """The gradient accumulation count that gives 4 replicas the effective batch of the
     2-replica run (2 x 32 x 16)."""
-    if not isinstance(count, int) or isinstance(count, bool):
+    if not is_whole_number(count):
         return not_yet("answer with a whole number of micro-batches, without quotes or a "
                        "decimal point.")
     goal = 2 * MICRO_BATCH * ACCUMULATION_COUNT
@@ -160,7 +160,7 @@ def check_accumulation_for_replicas(count, stages=None):
 def check_iterations_per_loop(iterations):
     """``IPURunConfig.iterations_per_loop`` for 2 weight updates per engine run with a
     gradient accumulation count of 16."""
-    if not isinstance(iterations, int) or isinstance(iterations, bool):
+    if not is_whole_number(iterations):
         return not_yet("answer with a whole number of micro-batches, without quotes.")
     if iterations < 1 or iterations % ACCUMULATION_COUNT:
         return not_yet(f"the estimator refuses {iterations}: iterations_per_loop counts "

@@ -14,7 +14,8 @@ feeds explorer simulates it).
 """
 from __future__ import annotations
 
-from ipu_emulator.exercises import exercise, not_yet, right, smallest_whole_number
+from ipu_emulator.exercises import (exercise, is_number, is_whole_number, not_yet, right,
+                                    smallest_whole_number)
 from ipu_emulator.exercises.nb03_feeds import STEPS, TARGET, with_feeds, without_feeds
 from ipu_emulator.sim import feeds
 from ipu_emulator.sim.feeds import tutorial3_step_cost
@@ -42,7 +43,7 @@ def _break_even() -> int:
 def check_break_even(steps_per_execution):
     """The fewest steps per execution at which launching takes at most half of the training,
     on the ideal host."""
-    if not isinstance(steps_per_execution, int) or isinstance(steps_per_execution, bool):
+    if not is_whole_number(steps_per_execution):
         return not_yet("answer with a whole number of steps per execution, without quotes.")
     if not 1 <= steps_per_execution <= STEPS:
         return not_yet("steps per execution runs from 1 (no loop) to the number of steps.")
@@ -84,7 +85,7 @@ def most_speed_up() -> float:
 def check_most_speed_up(ratio):
     """The largest speed-up feeds give on the tutorial 3 host, however many steps per
     execution."""
-    if not isinstance(ratio, (int, float)) or isinstance(ratio, bool):
+    if not is_number(ratio):
         return not_yet("answer with a number (time without feeds / time with feeds), "
                        "without quotes.")
     best = most_speed_up()

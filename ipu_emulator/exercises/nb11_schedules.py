@@ -13,7 +13,7 @@ simulator (unit-cost stages, a backward as long as a forward).
 """
 from __future__ import annotations
 
-from ipu_emulator.exercises import exercise, not_yet, right, smallest_whole_number
+from ipu_emulator.exercises import exercise, is_whole_number, not_yet, right, smallest_whole_number
 from ipu_emulator.sim.pipeline_simulator import simulate_pipeline, unit_stages
 from ipu_emulator.sim.schedules import PipelineConfigurationError
 
@@ -42,15 +42,12 @@ def _fewest_micro_batches() -> int:
     return smallest_whole_number(lambda m: _under(one_f_one_b_bubble(m), BUBBLE_GOAL))
 
 
-def _is_count(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
 
 @exercise("11.micro-batches-for-5-percent", solution=_fewest_micro_batches,
           wrong=(133, 100, 140, 8, 0, "134"))
 def check_micro_batches_for_small_bubble(micro_batches):
     """The fewest micro-batches that bring 1F1B's bubble on 8 stages under 5 %."""
-    if not _is_count(micro_batches):
+    if not is_whole_number(micro_batches):
         return not_yet("answer with a whole number of micro-batches, without quotes.")
     if micro_batches < 1:
         return not_yet("a pipeline needs at least one micro-batch.")
@@ -85,7 +82,7 @@ def _fewest_chunks() -> int:
 def check_chunks_per_ipu(chunks_per_ipu):
     """The fewest chunks per IPU that bring interleaved 1F1B's bubble under 10 % (4 IPUs,
     8 micro-batches)."""
-    if not _is_count(chunks_per_ipu):
+    if not is_whole_number(chunks_per_ipu):
         return not_yet("answer with a whole number of chunks per IPU, without quotes.")
     if not 1 <= chunks_per_ipu <= MAX_CHUNKS:
         return not_yet(f"each IPU holds from 1 to {MAX_CHUNKS} chunks here; 1 chunk per IPU "
