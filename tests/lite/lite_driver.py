@@ -171,10 +171,3 @@ def wait_until_all_ran(page, timeout: int = RUN_TIMEOUT) -> None:
     page.wait_for_function(_ALL_EXECUTED_JS, arg=[notebook_panel(page).element_handle(),
                                                   TRACEBACK_PATTERN, 0],
                            timeout=timeout, polling=250)
-
-
-def stderr_texts(page) -> list[str]:
-    """Every output rendered as stderr (tracebacks and any other text a cell wrote to it)."""
-    return notebook_panel(page).locator(
-        '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
-    ).all_text_contents()

@@ -16,9 +16,9 @@ import time
 import pytest
 
 from lab_driver import (error_outputs, notebook_panel, screenshot, screenshots_dir,
-                        select_dropdown, wait_for_html_change, widget_html)
+                        select_dropdown, stderr_outputs, wait_for_html_change, widget_html)
 from lite_driver import (NUMBERS, clear_site_storage, lite_notebooks, open_notebook,
-                         site_size, start_run_all, stderr_texts, wait_until_all_ran)
+                         site_size, start_run_all, wait_until_all_ran)
 
 PLAYGROUND = "00_pipeline_playground.ipynb"
 TRACE_CLASS = "ipu-playground-trace"
@@ -37,7 +37,7 @@ def assert_no_errors(page, network, name):
     errors = error_outputs(page)
     assert not errors, f"{name}: {len(errors)} cell(s) raised in the browser's kernel:\n" + \
         "\n---\n".join(e[-1500:] for e in errors)
-    stderr = stderr_texts(page)
+    stderr = stderr_outputs(page).all_text_contents()
     assert not stderr, f"{name}: cells wrote to stderr:\n" + "\n---\n".join(stderr)
     assert not network.outside, (f"{len(network.outside)} request(s) left 127.0.0.1: "
                                  + ", ".join(network.outside[:10]))
