@@ -2,32 +2,101 @@
 TensorFlow."""
 import argparse
 import json
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 from ipu_emulator.cli import simulate as simulate_command
 from ipu_emulator.sim import pipeline_simulator, schedules
+from tests.support.child_python import REPORTER, run_python
+
+# --- through ``python -m ipu_emulator simulate``, in one child process --------------------
+#
+# Every command line the tests below run, in one child: each runs as ``python -m ipu_emulator``
+# would run it (runpy, its own stdout, stderr and exit code), and at the end the child says
+# whether anything it did imported TensorFlow.  A test asking for a command line missing here
+# fails with a KeyError naming it.
+
+MODEL = ("--model", "tutorial-mlp")
+CHILD_COMMAND_LINES = [
+    *[("--stages", "4", "--micro-batches", "8", "--schedule", schedule, "--unit-cost", "--json")
+      for schedule in ("grouped", "interleaved")],
+    (*MODEL, "--splits", "dense128", "dense32", "--batch-size", "32",
+     "--gradient-accumulation-count", "12", "--repeat-count", "2", "--replicas", "2",
+     "--ipu-version", "ipu2", "--recompute", "--perfetto", "pipeline.json", "--json"),
+    ("--stages", "2", "--micro-batches", "4", "--schedule", "1f1b", "--unit-cost"),
+    ("--stages", "3", "--micro-batches", "10", "--schedule", "grouped"),
+    ("--stages", "4", "--micro-batches", "8", "--json"),
+    (*MODEL, "--synthetic-data", "--micro-batches", "16", "--json"),
+    (*MODEL, "--synthetic-data", "--json"),
+    (*MODEL, "--synthetic-data", "--splits", "dense32", "--schedule", "grouped", "--json"),
+    (*MODEL, "--synthetic-data", "--splits", "dense32", "--schedule", "sequential", "--json"),
+    *[("--unit-cost", "--schedule", schedule, *ratio, "--json")
+      for schedule in ("grouped", "interleaved") for ratio in ((), ("--backward-ratio", "2"))],
+    *[(*MODEL, "--micro-batches", "16", *extra, "--json")
+      for extra in ((), ("--splits", "dense32"), ("--splits", "dense32", "--host-data"),
+                    ("--replicas", "2"), ("--synthetic-data",))],
+]
+
+SIMULATE_CHILD = REPORTER + textwrap.dedent("""
+    import contextlib, io, json, runpy, sys, traceback
+    from ipu_emulator.cli import simulate
+    from ipu_emulator.sim import pipeline_simulator, schedules
+    from ipu_emulator.__main__ import main
+    for args in json.loads(sys.argv[1]):
+        out, err = io.StringIO(), io.StringIO()
+        sys.argv = ["ipu_emulator", "simulate", *args]
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                runpy.run_module("ipu_emulator", run_name="__main__", alter_sys=True)
+                code = 0
+            except SystemExit as stop:  # as the interpreter turns it into an exit code
+                code = stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
+                if not isinstance(stop.code, (int, type(None))):
+                    print(stop.code, file=sys.stderr)
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+        report(json.dumps(args), [code, out.getvalue(), err.getvalue()])
+    report("tensorflow imported", "tensorflow" in sys.modules)
+""")
+
+ONE_CHILD = pytest.mark.xdist_group("simulate_cli_child")  # the tests sharing the child
 
 
-def simulate(*args, check=True):
-    result = subprocess.run([sys.executable, "-m", "ipu_emulator", "simulate", *args],
-                            capture_output=True, text=True, timeout=120)
-    if check:
-        assert result.returncode == 0, result.stderr
-    return result
+class SimulateChild:
+    """The child's results: ``run(*args)`` gives a command line's exit code, stdout and
+    stderr; ``json(*args)`` its ``--json`` output; ``workdir`` holds the files it wrote."""
+
+    def __init__(self, workdir):
+        self.workdir = workdir
+        child = run_python(SIMULATE_CHILD, json.dumps(CHILD_COMMAND_LINES), cwd=workdir,
+                           timeout=300).check()
+        self.results = child.results
+
+    def run(self, *args, check=True):
+        key = json.dumps(list(args))
+        if key not in self.results:
+            raise KeyError(f"{args} was not run: add it to CHILD_COMMAND_LINES")
+        code, stdout, stderr = self.results[key]
+        if check:
+            assert code == 0, stderr
+        return argparse.Namespace(returncode=code, stdout=stdout, stderr=stderr)
+
+    def json(self, *args):
+        return json.loads(self.run(*args, "--json").stdout)
 
 
-def simulate_json(*args):
-    return json.loads(simulate(*args, "--json").stdout)
+@pytest.fixture(scope="module")
+def cli(tmp_path_factory):
+    return SimulateChild(tmp_path_factory.mktemp("simulate_cli"))
 
 
+@ONE_CHILD
 @pytest.mark.parametrize("schedule, end", [("grouped", 11), ("interleaved", 8)])
-def test_unit_cost_json_gives_the_tutorials_first_backward_end(schedule, end):
-    data = simulate_json("--stages", "4", "--micro-batches", "8", "--schedule", schedule,
-                         "--unit-cost")
+def test_unit_cost_json_gives_the_tutorials_first_backward_end(cli, schedule, end):
+    data = cli.json("--stages", "4", "--micro-batches", "8", "--schedule", schedule,
+                    "--unit-cost")
     first = [e for e in data["events"]
              if e["kind"] == "backward" and e["stage"] == 0 and e["micro_batch"] == 0]
     assert [e["end"] for e in first] == [end]
@@ -44,12 +113,12 @@ def test_unit_cost_json_gives_the_tutorials_first_backward_end(schedule, end):
     assert len(updates) == 4 and all(e["micro_batch"] is None for e in updates)
 
 
-def test_model_json_has_throughput_memory_and_phases(tmp_path):
-    trace_file = tmp_path / "pipeline.json"
-    data = simulate_json("--model", "tutorial-mlp", "--splits", "dense128", "dense32",
-                         "--batch-size", "32", "--gradient-accumulation-count", "12",
-                         "--repeat-count", "2", "--replicas", "2", "--ipu-version", "ipu2",
-                         "--recompute", "--perfetto", str(trace_file))
+@ONE_CHILD
+def test_model_json_has_throughput_memory_and_phases(cli):
+    data = cli.json(*MODEL, "--splits", "dense128", "dense32",
+                    "--batch-size", "32", "--gradient-accumulation-count", "12",
+                    "--repeat-count", "2", "--replicas", "2", "--ipu-version", "ipu2",
+                    "--recompute", "--perfetto", "pipeline.json")
     metrics = data["metrics"]
     assert (data["clock"], data["time_unit"]) == ("simulated IPU time", "s")
     assert metrics["samples_per_second"] > 0
@@ -59,21 +128,23 @@ def test_model_json_has_throughput_memory_and_phases(tmp_path):
     assert [p["name"] for p in data["phases"]][:4] == ["ramp-up", "main", "ramp-down",
                                                         "weight update"]
     assert any(e["kind"] == "recompute" for e in data["events"])
-    chrome = json.loads(trace_file.read_text())
+    chrome = json.loads((cli.workdir / "pipeline.json").read_text())
     assert any(e.get("name") == "Engine::run" for e in chrome["traceEvents"])
 
 
-def test_text_output_prints_the_schedule_and_the_summary():
-    out = simulate("--stages", "2", "--micro-batches", "4", "--schedule", "1f1b",
-                   "--unit-cost").stdout
+@ONE_CHILD
+def test_text_output_prints_the_schedule_and_the_summary(cli):
+    out = cli.run("--stages", "2", "--micro-batches", "4", "--schedule", "1f1b",
+                  "--unit-cost").stdout
     assert "1f1b schedule: 2 stages on 2 IPUs" in out
     assert "IPU0: 0F0 0F1 0B0 0F2 0B1 0F3 0B2 0B3 0U" in out
     assert "makespan (unit time steps)" in out and "bubble fraction" in out
 
 
-def test_invalid_combination_exits_non_zero_with_the_sdk_message():
-    result = simulate("--stages", "3", "--micro-batches", "10", "--schedule", "grouped",
-                      check=False)
+@ONE_CHILD
+def test_invalid_combination_exits_non_zero_with_the_sdk_message(cli):
+    result = cli.run("--stages", "3", "--micro-batches", "10", "--schedule", "grouped",
+                     check=False)
     assert result.returncode != 0
     assert result.stdout == ""
     assert result.stderr.strip() == (
@@ -99,22 +170,17 @@ def test_invalid_inputs_report_the_real_message(args, message, capsys):
     assert message in captured.err and captured.out == ""
 
 
-def test_simulator_modules_do_not_import_tensorflow():
-    code = textwrap.dedent("""
-        import sys
-        from ipu_emulator.cli import simulate
-        from ipu_emulator.sim import pipeline_simulator, schedules
-        from ipu_emulator.__main__ import main
-        main(["simulate", "--stages", "4", "--micro-batches", "8", "--json"])
-        print("tensorflow" in sys.modules, file=sys.stderr)
-    """)
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True, timeout=120)
-    assert result.stderr.strip() == "False"
+@ONE_CHILD
+def test_simulator_modules_do_not_import_tensorflow(cli):
+    # The child imported the simulate command, the simulator's modules and __main__, then ran
+    # every command line above (one IPU, pipelines, models, traces): none needed TensorFlow.
+    cli.run("--stages", "4", "--micro-batches", "8", "--json")
+    assert cli.results["tensorflow imported"] is False
 
 
-def test_a_model_without_splits_runs_on_one_ipu_and_json_gives_cycles():
-    data = simulate_json("--model", "tutorial-mlp", "--synthetic-data", "--micro-batches", "16")
+@ONE_CHILD
+def test_a_model_without_splits_runs_on_one_ipu_and_json_gives_cycles(cli):
+    data = cli.json(*MODEL, "--synthetic-data", "--micro-batches", "16")
     assert data["schedule"]["name"] == "single-ipu" and data["schedule"]["num_stages"] == 1
     assert data["schedule"]["ipu_actions"][0].endswith("0F15 0B15 0U")
     assert data["clock_hz"] == 1.33e9                       # ipu2
@@ -123,15 +189,15 @@ def test_a_model_without_splits_runs_on_one_ipu_and_json_gives_cycles():
     assert event["end_cycles"] == round(event["end"] * 1.33e9)
     # Synthetic data: nothing crosses the host link, neither the data nor the losses.
     assert [e for e in data["events"] if e["kind"] == "stream_copy"] == []
-    real = simulate_json("--model", "tutorial-mlp", "--micro-batches", "16")
+    real = cli.json(*MODEL, "--micro-batches", "16")
     assert {e["name"] for e in real["events"] if e["kind"] == "stream_copy"} == {
         "StreamCopy infeed (host->IPU)", "StreamCopy outfeed (IPU->host)"}
 
 
-def test_one_ipu_sharding_and_pipelining_of_one_model_can_be_compared():
+@ONE_CHILD
+def test_one_ipu_sharding_and_pipelining_of_one_model_can_be_compared(cli):
     def per_sample(*args):
-        return 1 / simulate_json("--model", "tutorial-mlp", "--synthetic-data", *args)[
-            "metrics"]["samples_per_second"]
+        return 1 / cli.json(*MODEL, "--synthetic-data", *args)["metrics"]["samples_per_second"]
     single = per_sample()
     pipelined = per_sample("--splits", "dense32", "--schedule", "grouped")
     sharded = per_sample("--splits", "dense32", "--schedule", "sequential")
@@ -326,9 +392,10 @@ def test_no_steps_note_when_nothing_differs(args, capsys):
     assert "schedule steps" not in out and "schedule: 4 stages" in out
 
 
-def test_a_longer_backward_in_unit_cost_mode():
+@ONE_CHILD
+def test_a_longer_backward_in_unit_cost_mode(cli):
     def makespan(schedule, *ratio):
-        return simulate_json("--unit-cost", "--schedule", schedule, *ratio)["metrics"]["makespan"]
+        return cli.json("--unit-cost", "--schedule", schedule, *ratio)["metrics"]["makespan"]
     assert makespan("grouped") == makespan("interleaved") == 38
     assert (makespan("grouped", "--backward-ratio", "2"),
             makespan("interleaved", "--backward-ratio", "2")) == (57, 72)
@@ -345,9 +412,10 @@ def test_a_backward_ratio_needs_unit_cost_and_a_positive_value(args, message, ca
     assert capsys.readouterr().err == message
 
 
-def test_pipelines_default_to_synthetic_data_and_one_ipu_to_host_data():
+@ONE_CHILD
+def test_pipelines_default_to_synthetic_data_and_one_ipu_to_host_data(cli):
     def copies(*args):
-        data = simulate_json("--model", "tutorial-mlp", "--micro-batches", "16", *args)
+        data = cli.json(*MODEL, "--micro-batches", "16", *args)
         return ([e for e in data["events"] if e["kind"] == "stream_copy"],
                 data["title"].endswith(", synthetic data"))
     assert copies("--splits", "dense32") == ([], True)

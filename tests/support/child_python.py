@@ -1,0 +1,109 @@
+"""Child Python processes for the tests: how they are started and with what environment.
+
+Some behaviour can only be seen in a fresh interpreter (what a module imports, what a start-up
+hook does, what ``python -m ipu_emulator`` prints and returns), so tests start ``python -c`` or
+``python -m ipu_emulator`` children.  A child that imports TensorFlow costs seconds, so a test
+module starts one child per scenario and asserts everything on it (module-scoped fixtures);
+several small checks that need the same isolation go into one child, which reports each
+result with ``report(name, value)`` (see ``REPORTER``) for ``ChildRun.results``.
+
+* ``child_env(**changes)``: the environment every child gets (``CHILD_ENV`` set, ``DROPPED``
+  removed), with ``changes`` on top (a value of ``None`` removes the variable).
+* ``run_python(code, *args, cwd=None, env=None, timeout=300)``: ``python -c code args...``.
+* ``run_emulator(*args, cwd=None, env=None, timeout=300)``: ``python -m ipu_emulator args...``.
+
+Both return a ``ChildRun``: ``returncode``, ``stdout``, ``stderr``, ``cwd`` (the directory the
+child ran in, where it wrote its files), ``check()`` (fails the test, with the end of stderr,
+unless the child exited with 0), ``results`` and ``read_json(name)``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Every child: the bundled data sample (offline and small), a matplotlib that draws no
+# windows, and no TensorFlow C++ start-up logs in stderr.
+CHILD_ENV = {"IPU_EMULATOR_DATA": "sample", "MPLBACKEND": "Agg", "TF_CPP_MIN_LOG_LEVEL": "2"}
+# Settings from the shell the tests were started in that would change what a child does:
+# profiling reports written into the working directory, synthetic data, warnings as errors.
+# A test that wants one passes it to ``child_env``/``env=``.
+DROPPED = ("POPLAR_ENGINE_OPTIONS", "TF_POPLAR_FLAGS", "PYTHONWARNINGS")
+
+# Put at the top of a child's code: ``report(name, value)`` prints one JSON line that
+# ``ChildRun.results`` reads back as ``results[name] == value``.
+RESULT_PREFIX = "@child-result "
+REPORTER = (
+    "def report(name, value):\n"
+    "    import json as _json\n"
+    f"    print({RESULT_PREFIX!r} + _json.dumps([name, value]), flush=True)\n"
+)
+
+
+def child_env(**changes) -> dict:
+    """``os.environ`` without ``DROPPED``, with ``CHILD_ENV``, then ``changes`` (None removes)."""
+    env = {key: value for key, value in os.environ.items() if key not in DROPPED}
+    env.update(CHILD_ENV)
+    for key, value in changes.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = str(value)
+    return env
+
+
+@dataclasses.dataclass
+class ChildRun:
+    """A finished child: its exit code, its output and the directory it ran in."""
+
+    args: list
+    returncode: int
+    stdout: str
+    stderr: str
+    cwd: Path | None
+
+    def check(self) -> "ChildRun":
+        """Fail unless the child exited with 0, showing the end of its stderr."""
+        assert self.returncode == 0, (
+            f"child exited with {self.returncode}:\n{self.stderr[-3000:]}")
+        return self
+
+    @property
+    def results(self) -> dict:
+        """What the child reported with ``report(name, value)`` (``REPORTER``), by name."""
+        found = {}
+        for line in self.stdout.splitlines():
+            if line.startswith(RESULT_PREFIX):
+                name, value = json.loads(line[len(RESULT_PREFIX):])
+                found[name] = value
+        return found
+
+    def read_json(self, name) -> object:
+        """A JSON file the child wrote, relative to the directory it ran in."""
+        return json.loads((Path(self.cwd or ".") / name).read_text())
+
+
+def _run(command, cwd, env, timeout) -> ChildRun:
+    done = subprocess.run(command, cwd=cwd, env=child_env() if env is None else env,
+                          capture_output=True, text=True, timeout=timeout)
+    return ChildRun(args=list(command), returncode=done.returncode, stdout=done.stdout,
+                    stderr=done.stderr, cwd=Path(cwd) if cwd is not None else None)
+
+
+def run_python(code, *args, cwd=None, env=None, timeout=300) -> ChildRun:
+    """``python -c code args...`` in this interpreter; ``env`` defaults to ``child_env()``."""
+    return _run([sys.executable, "-c", code, *map(str, args)], cwd, env, timeout)
+
+
+def run_emulator(*args, cwd=None, env=None, timeout=300) -> ChildRun:
+    """``python -m ipu_emulator args...``; ``env`` defaults to ``child_env()``."""
+    return _run([sys.executable, "-m", "ipu_emulator", *map(str, args)], cwd, env, timeout)
+
+
+__all__ = ["CHILD_ENV", "DROPPED", "REPORTER", "ROOT", "ChildRun", "child_env", "run_emulator",
+           "run_python"]
