@@ -1,10 +1,11 @@
 # Two commands do everything on a fresh machine (Python 3.10-3.13 with venv):
 #   make lab    create the environment if missing, then open JupyterLab on notebooks/
 #   make test   create the environment if missing, then check the import layers (lint-imports)
-#               and run every test (docstring examples, unit, notebooks, JupyterLab in headless
-#               Chromium, and the JupyterLite site, which it builds first: `make lite`;
-#               installs Debian's chromium and npm if root and missing)
-#   make test-fast  the simulator, views and widgets only, without TensorFlow (seconds)
+#               and run every test in one pytest run on two workers (docstring examples, unit,
+#               notebooks, JupyterLab in headless Chromium, and the JupyterLite site, which it
+#               builds first: `make lite`; installs Debian's chromium and npm if root and
+#               missing); prints the time each stage took
+#   make test-fast  the simulator, views, widgets and exercises only, without TensorFlow (seconds)
 #   make lite       the zero-install JupyterLite site in build/lite (lite/lite.mk)
 VENV ?= .venv
 PYTHON ?= python3
@@ -12,6 +13,14 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
 .PHONY: lab test test-fast bench env clean-env
+
+# Each stage of `make test` is timed (scripts/stage_times.py) and the times are printed at the
+# end; MAKE_STARTED is when the outermost make started (exported to the `make lite` below).
+ifndef MAKE_STARTED
+MAKE_STARTED := $(shell date +%s)
+endif
+export MAKE_STARTED
+STAGE := $(PYTHON) scripts/stage_times.py run
 
 # The pure layers (plain Python, no TensorFlow: pyproject.toml's import contracts keep them so),
 # plus cli/profiling, the only other module with docstring examples.  Every docstring example
@@ -23,9 +32,9 @@ PURE_TESTS := tests/sim tests/views tests/widgets tests/exercises tests/cli/test
 env: $(STAMP)
 
 $(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[lab,test]"
+	@test -x $(BIN)/python || $(STAGE) "environment: venv" -- $(PYTHON) -m venv $(VENV)
+	$(STAGE) "environment: pip install" -- bash -c '$(BIN)/python -m pip install --quiet --upgrade pip \
+		&& $(BIN)/python -m pip install --quiet -e ".[lab,test]"'
 	@touch $(STAMP)
 
 # make lite, serve-lite, test-lite: the JupyterLite site (included after the first target,
@@ -43,25 +52,32 @@ lab: $(STAMP)
 # The bundled data sample keeps test runs offline and reproducible.  The notebooks run with
 # their exercises solved (IPU_LAB_SOLUTIONS=1: each check fills in its solution and fails the
 # cell if the solution fails); tests/scripts/test_stored_exercises.py checks that the stored
-# notebooks show them unsolved, with feedback and no traceback.
-# tests/browser/ drives JupyterLab in headless Chromium: scripts/ensure_browser.sh installs
-# Debian's chromium when missing (as root), or says how to; IPU_LAB_CHROMIUM=/path/to/chrome
-# picks another binary.  tests/lite/ opens the JupyterLite site in the same browser, so `make
-# test` first builds it (`make lite`: about a minute the first time, from PyPI and npm, with
-# npm from scripts/ensure_npm.sh; then seconds, offline).  Without a browser:
-# make test PYTEST_ARGS='-m "not browser"' leaves the browser tests out, and with them the
-# site's build and npm.
+# notebooks show them unsolved, with feedback and no traceback.  Each notebook is executed
+# once, by nbval; tests/browser/ opens the stored notebooks in JupyterLab (headless Chromium),
+# drives notebook 00's widgets and runs a short TensorFlow notebook there:
+# scripts/ensure_browser.sh installs Debian's chromium when missing (as root), or says how to;
+# IPU_LAB_CHROMIUM=/path/to/chrome picks another binary.  tests/lite/ opens the JupyterLite site
+# in the same browser, so `make test` first builds it (`make lite`: about a minute the first
+# time, from PyPI and npm, with npm from scripts/ensure_npm.sh; then seconds, offline).
+# Everything runs in one pytest invocation on TEST_WORKERS pytest-xdist workers; the root
+# conftest.py keeps each test file, each notebook and the browser tests on one worker.
+# Without a browser: make test PYTEST_ARGS='-m "not browser"' leaves the browser tests out, and
+# with them the site's build and npm.  PYTEST_ARGS='-n 0' runs everything in one process.
 BROWSER_TESTS := $(if $(findstring not browser,$(PYTEST_ARGS)),,yes)
+TEST_WORKERS ?= 2
+TEST_PATHS := $(PURE_MODULES) tests notebooks
 
 test: $(STAMP)
-	$(if $(BROWSER_TESTS),@bash scripts/ensure_browser.sh)
-	$(if $(BROWSER_TESTS),$(MAKE) --no-print-directory lite)
-	$(BIN)/lint-imports --no-cache
-	MPLBACKEND=Agg $(BIN)/python -m pytest -q -p no:cacheprovider --doctest-modules $(PURE_MODULES)
-	IPU_EMULATOR_DATA=sample IPU_LAB_SOLUTIONS=1 MPLBACKEND=Agg IPU_LAB_LITE_SITE=$(LITE_OUT) \
-		$(BIN)/python -m pytest --nbval-lax $(PYTEST_ARGS) tests notebooks
+	$(if $(BROWSER_TESTS),@$(STAGE) "Chromium (ensure_browser.sh)" -- bash scripts/ensure_browser.sh)
+	$(if $(BROWSER_TESTS),@$(STAGE) "JupyterLite site (make lite)" -- $(MAKE) --no-print-directory lite)
+	@$(STAGE) "import layers (lint-imports)" -- $(BIN)/lint-imports --no-cache
+	@status=0; IPU_EMULATOR_DATA=sample IPU_LAB_SOLUTIONS=1 MPLBACKEND=Agg \
+		IPU_LAB_LITE_SITE=$(LITE_OUT) $(STAGE) "tests (pytest, $(TEST_WORKERS) workers)" -- \
+		$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder \
+		-p no:cacheprovider --nbval-lax --doctest-modules $(TEST_PATHS) $(PYTEST_ARGS) \
+		|| status=$$?; $(PYTHON) scripts/stage_times.py report $(MAKE_STARTED); exit $$status
 
-# The simulator, views and widgets only, without TensorFlow: about ten seconds.
+# The simulator, views, widgets and exercises only, without TensorFlow: about ten seconds.
 test-fast: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 	MPLBACKEND=Agg $(BIN)/python -m pytest -p no:cacheprovider --doctest-modules $(PURE_MODULES) $(PURE_TESTS)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lab_driver import LabServer, chromium_for_tests, keep_failure_screenshot
+from tests.support.lab_driver import LabServer, chromium_for_tests, keep_failure_screenshot
 
 HERE = Path(__file__).parent
 VIEWPORT = {"width": 1400, "height": 1000}

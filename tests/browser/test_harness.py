@@ -5,7 +5,7 @@ that Run All stops at an error, compare screenshots, and drive an ipywidgets Dro
 import nbformat
 import pytest
 
-from lab_driver import (cell_states, error_outputs, image_src, images_differ, open_notebook,
+from tests.support.lab_driver import (cell_states, error_outputs, image_src, images_differ, open_notebook,
                         output_images, pixel_difference, run_all_cells, screenshot,
                         select_dropdown, wait_for_image_change)
 

@@ -6,7 +6,7 @@ accumulation count must show the SDK's message while the last valid trace stays.
 """
 import pytest
 
-from lab_driver import (colour_share, error_outputs, images_differ, notebook_panel,
+from tests.support.lab_driver import (colour_share, error_outputs, images_differ, notebook_panel,
                         open_notebook, pixel_difference, run_all_cells, screenshot,
                         screenshots_dir, select_dropdown, wait_for_html_change, widget_html)
 

@@ -2,7 +2,8 @@
 
 Most TensorFlow tests in this project are graph-mode TF1, so v2 behaviour is switched off
 once, here, at import time (it is process-wide).  Modules marked ``pytest.mark.tf2`` (TF2
-eager tests) run in a child process that keeps TF2 behaviour: see ``tf2_isolation.py``.
+eager tests) run in a child process that keeps TF2 behaviour: see
+``tests/support/tf2_isolation.py``.
 ``ipu_emulator`` is imported before TensorFlow so that ``TF_USE_LEGACY_KERAS=1`` is set
 before Keras first loads.
 """
@@ -11,8 +12,8 @@ import ipu_emulator  # noqa: F401  (must come before tensorflow)
 import pytest
 import tensorflow as tf
 
-import tf2_isolation
-from ipu_systems import configure_ipus
+from tests.support import tf2_isolation
+from tests.support.ipu_systems import configure_ipus
 
 if not tf2_isolation.in_tf2_child():
     tf.compat.v1.disable_v2_behavior()
@@ -22,6 +23,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "tf2: TF2 eager test (runs in a child process)")
 
 
+@pytest.hookimpl(tryfirst=True)  # before the root conftest groups the items for the workers
 def pytest_collection_modifyitems(config, items):
     tf2_isolation.replace_tf2_items(config, items)
 

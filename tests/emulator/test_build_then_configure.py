@@ -18,7 +18,7 @@ import pytest
 import tensorflow as tf
 
 from ipu_emulator import ipu, record
-from ipu_systems import configure_ipus
+from tests.support.ipu_systems import configure_ipus
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LAYOUT = ROOT / "tests" / "layouts" / "pipelining_tutorial_layout.py"

@@ -22,7 +22,7 @@ from ipu_emulator.cli import import_aliases
 from ipu_emulator.ipu import ipu_compiler, ipu_outfeed_queue, loops, scopes, unemulated
 from ipu_emulator.ipu.ops import (embedding_ops, functional_ops, math_ops, nn_ops,
                                   normalization_ops, rand_ops, replication_ops)
-from ipu_systems import configure_ipus
+from tests.support.ipu_systems import configure_ipus
 
 SDK = "tensorflow.python.ipu."
 

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from ipu_emulator import ipu
-from ipu_systems import configure_ipus
+from tests.support.ipu_systems import configure_ipus
 
 pytestmark = [pytest.mark.tf2, pytest.mark.usefixtures("fresh_ipu_system")]
 

@@ -9,7 +9,7 @@ before each weight update, and then the replicas stay identical.
 """
 import numpy as np
 import pytest
-from ipu_systems import configure_ipus as configure
+from tests.support.ipu_systems import configure_ipus as configure
 import tensorflow as tf
 
 from ipu_emulator import ipu, record

@@ -5,7 +5,7 @@ gain a replica axis; CrossReplicaOptimizer keeps the copies' weights identical.
 """
 import numpy as np
 import pytest
-from ipu_systems import configure_ipus as configure
+from tests.support.ipu_systems import configure_ipus as configure
 import tensorflow as tf
 
 from ipu_emulator import record

@@ -11,7 +11,7 @@ import weakref
 
 import numpy as np
 import pytest
-from ipu_systems import configure_ipus as configure
+from tests.support.ipu_systems import configure_ipus as configure
 import tensorflow as tf
 
 from ipu_emulator.ipu import (ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue, loops,

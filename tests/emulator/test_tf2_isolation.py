@@ -2,7 +2,7 @@
 import os
 import subprocess
 
-import tf2_isolation
+from tests.support import tf2_isolation
 
 
 def test_a_hung_child_is_stopped_once_and_every_proxy_fails_at_once(tmp_path, monkeypatch):

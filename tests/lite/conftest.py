@@ -4,24 +4,21 @@ headless Chromium, and one browser context whose every request is recorded.
 ``make test`` builds the site first (``make lite``, into build/lite); ``IPU_LAB_LITE_SITE``
 points the test at another build.  Every test here gets the ``browser`` marker, like
 tests/browser/, and the numbers the test measures are printed at the end of the run (and
-written to build/lite_numbers.json).
+written to build/lite_numbers.json, by ``tests/support/lite_report.py``).  Under pytest-xdist
+the tests run on a worker; each report carries the numbers measured so far
+(``user_properties``) to the controller, which prints them.
 """
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.lab_driver import chromium_for_tests, keep_failure_screenshot
+from tests.support.lite_driver import NUMBERS, NetworkLog, SiteServer, lite_notebooks, site_dir
+from tests.support.lite_report import NUMBERS_PROPERTY
+
 HERE = Path(__file__).parent
-REPO = HERE.parents[1]
-sys.path.insert(0, str(HERE.parent / "browser"))   # lab_driver: Chromium and JupyterLab helpers
-sys.path.insert(0, str(HERE))
 
-from lab_driver import chromium_for_tests, keep_failure_screenshot  # noqa: E402
-from lite_driver import (NUMBERS, NetworkLog, SiteServer, lite_notebooks,  # noqa: E402
-                         site_dir)
-
-NUMBERS_JSON = REPO / "build" / "lite_numbers.json"
 VIEWPORT = {"width": 1400, "height": 1000}
 
 
@@ -105,36 +102,6 @@ def pytest_runtest_makereport(item, call):
     report = yield
     if report.when == "call":
         item._lite_report_call = report
+    if HERE in Path(item.path).parents and report.when == "teardown":
+        report.user_properties.append((NUMBERS_PROPERTY, json.loads(json.dumps(NUMBERS))))
     return report
-
-
-def pytest_terminal_summary(terminalreporter):
-    if not NUMBERS:
-        return
-    NUMBERS_JSON.parent.mkdir(exist_ok=True)
-    NUMBERS_JSON.write_text(json.dumps(NUMBERS, indent=1) + "\n", encoding="utf-8")
-    write = terminalreporter.write_line
-    terminalreporter.section("JupyterLite site: size, start-up and redraw times")
-    if "site_bytes" in NUMBERS:
-        write(f"site size on disk          {NUMBERS['site_bytes'] / 1e6:6.1f} MB "
-              f"({NUMBERS['site_files']} files)")
-    if "downloaded_bytes" in NUMBERS:
-        write(f"downloaded, first visit    {NUMBERS['downloaded_bytes'] / 1e6:6.1f} MB "
-              f"({NUMBERS['requests']} requests, all to 127.0.0.1)")
-    if "warm_downloaded_bytes" in NUMBERS:
-        write(f"downloaded, second visit   {NUMBERS['warm_downloaded_bytes'] / 1e6:6.1f} MB "
-              "(the rest from the browser's cache)")
-    for key, label in (("cold", "first visit (cold cache)"), ("warm", "second visit (warm)")):
-        times = NUMBERS.get(key)
-        if times:
-            write(f"notebook 00, {label:<24}  page open to kernel idle "
-                  f"{times['kernel_idle_s']:5.1f} s, to first trace "
-                  f"{times['first_trace_s']:5.1f} s, to all cells run "
-                  f"{times['all_cells_s']:5.1f} s")
-    if NUMBERS.get("redraw_s"):
-        redraws = NUMBERS["redraw_s"]
-        write(f"redraw after a widget change {min(redraws):.2f}-{max(redraws):.2f} s "
-              f"({len(redraws)} changes)")
-    for name, seconds in NUMBERS.get("notebooks_s", {}).items():
-        write(f"{name:<44} open + run all {seconds:5.1f} s")
-    write(f"(written to {NUMBERS_JSON.relative_to(REPO)})")

@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from lab_driver import (error_outputs, notebook_panel, screenshot, screenshots_dir,
+from tests.support.lab_driver import (error_outputs, notebook_panel, screenshot, screenshots_dir,
                         select_dropdown, stderr_outputs, wait_for_html_change, widget_html)
-from lite_driver import (NUMBERS, clear_site_storage, lite_notebooks, open_notebook,
+from tests.support.lite_driver import (NUMBERS, clear_site_storage, lite_notebooks, open_notebook,
                          site_size, start_run_all, wait_until_all_ran)
 
 PLAYGROUND = "00_pipeline_playground.ipynb"

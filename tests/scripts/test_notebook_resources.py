@@ -1,6 +1,6 @@
 """The notebook run holds each kernel to the classroom memory limits and reports each
-notebook's time and peak memory (notebooks/conftest.py with scripts/notebook_startup.py),
-tried on two small notebooks in a copy of that set-up."""
+notebook's time and peak memory (tests/support/notebook_checks.py with notebook_startup.py
+beside it), tried on small notebooks in a copy of that set-up."""
 import json
 import os
 import shutil
@@ -15,9 +15,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def run_notebooks(tmp_path, sources, command=None):
     (tmp_path / "notebooks").mkdir()
-    (tmp_path / "scripts").mkdir()
-    shutil.copy(ROOT / "notebooks" / "conftest.py", tmp_path / "notebooks")
-    shutil.copy(ROOT / "scripts" / "notebook_startup.py", tmp_path / "scripts")
+    # The plugin as the copy's root conftest (it finds notebook_startup.py beside itself); the
+    # empty pytest.ini makes the copy the rootdir, where build/ is written.
+    shutil.copy(ROOT / "tests" / "support" / "notebook_checks.py", tmp_path / "conftest.py")
+    shutil.copy(ROOT / "tests" / "support" / "notebook_startup.py", tmp_path)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
     for name, cell_sources in sources.items():
         notebook = nbformat.v4.new_notebook()
         cell_sources = [cell_sources] if isinstance(cell_sources, str) else cell_sources

@@ -1,6 +1,6 @@
 """Drive JupyterLab in a real, headless Chromium: reusable helpers for the browser tests.
 
-The fixtures in ``conftest.py`` beside this file give each test:
+The fixtures in ``tests/browser/conftest.py`` give each test:
 
 - ``lab``: a :class:`LabServer`, one JupyterLab per test session, serving a temporary copy of
   ``notebooks/`` (so outputs never land in the repository's notebooks) with

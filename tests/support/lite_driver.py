@@ -19,7 +19,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from lab_driver import (_ALL_EXECUTED_JS, TRACEBACK_PATTERN, click_menu, free_port,
+from tests.support.lab_driver import (_ALL_EXECUTED_JS, TRACEBACK_PATTERN, click_menu, free_port,
                         notebook_panel, wait_for_kernel_idle)
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,7 +1,8 @@
-"""Under pytest (nbval), every figure a notebook draws is checked for legibility, and each
-notebook's kernel is held to the classroom memory limits.
+"""A pytest plugin for the notebook run (nbval): every figure a notebook draws is checked
+for legibility, and each notebook's kernel is held to the classroom memory limits.  The
+repository's root ``conftest.py`` loads it; learners running the notebooks never do.
 
-The notebooks' kernels run ``scripts/notebook_startup.py`` (as ``PYTHONSTARTUP``), which
+The notebooks' kernels run ``notebook_startup.py`` beside this file (as ``PYTHONSTARTUP``), which
 checks each figure with ``ipu_emulator.views.legibility.figure_problems`` and logs one JSON
 line per figure; a cell's test fails when the figures of that cell had problems.  It also
 logs the kernel's peak memory after each cell: a cell's test fails when the kernel's private
@@ -11,8 +12,9 @@ notebooks/README.md tells instructors to plan per learner).
 Each notebook's running time, peak memory (RSS) and private peak (its anonymous memory: what
 one more learner's kernel adds to a server, the shared libraries being loaded once for all;
 the limits' measure) are printed at the end of the run and written to
-``build/notebook_resources.json``.  Learners running the notebooks outside pytest never load
-any of this.
+``build/notebook_resources.json``.  Under pytest-xdist each cell runs on a worker, whose
+reports carry the notebook's usage so far (``user_properties``) to the controller, which prints
+the table.
 """
 import json
 import os
@@ -23,8 +25,8 @@ import pytest
 
 LOG_VARIABLE = "IPU_LEGIBILITY_LOG"
 RESOURCE_VARIABLE = "IPU_RESOURCE_LOG"
-STARTUP = Path(__file__).resolve().parents[1] / "scripts" / "notebook_startup.py"
-RESOURCES_JSON = Path(__file__).resolve().parents[1] / "build" / "notebook_resources.json"
+STARTUP = Path(__file__).resolve().with_name("notebook_startup.py")
+RESOURCES_PROPERTY = "notebook_resources"
 GB = 1e9
 # The limits hold each kernel's private peak: the memory no other process shares, which is what
 # each more learner adds to a server.  The resident set (RSS) also counts the pages of
@@ -40,8 +42,11 @@ PLAIN_KERNEL_LIMIT = 0.15 * GB
 KERNEL_LIMITS = {"02_loops_and_data_pipelines.ipynb": 0.6 * GB}
 _LOG_OFFSET = pytest.StashKey[int]()
 _RESOURCE_OFFSET = pytest.StashKey[int]()
-# notebook name -> {"seconds", "peak_bytes", "tensorflow"}, in the order they ran
+# notebook name -> {"seconds", "peak_bytes", "private_peak_bytes", "tensorflow"}: in a
+# worker (or a run without workers), what its kernel used so far ...
 _RESOURCES = {}
+# ... and in the process that prints the summary, the latest of that the reports carried.
+_REPORTED = {}
 
 
 @pytest.hookimpl(trylast=True)  # after the tmp_path plugin has configured its factory
@@ -119,18 +124,26 @@ def pytest_runtest_makereport(item, call):
               [f"{notebook}'s kernel peaked at {usage['private_peak_bytes'] / GB:.2f} GB of "
                f"private memory so far ({usage['peak_bytes'] / GB:.2f} GB resident); {kind} "
                f"may use {limit / GB:.2f} GB (notebooks/README.md)"])
+    report.user_properties.append((RESOURCES_PROPERTY, (notebook, dict(usage))))
 
 
-def pytest_terminal_summary(terminalreporter):
-    if not _RESOURCES:
+def pytest_runtest_logreport(report):
+    for name, value in report.user_properties:
+        if name == RESOURCES_PROPERTY:
+            notebook, usage = value
+            _REPORTED[notebook] = usage
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    if not _REPORTED or hasattr(config, "workerinput"):
         return
-    RESOURCES_JSON.parent.mkdir(exist_ok=True)
-    RESOURCES_JSON.write_text(json.dumps(_RESOURCES, indent=1) + "\n", encoding="utf-8")
+    resources_json = config.rootpath / "build" / "notebook_resources.json"
+    resources_json.parent.mkdir(exist_ok=True)
+    resources_json.write_text(json.dumps(_REPORTED, indent=1) + "\n", encoding="utf-8")
     terminalreporter.section("notebook kernels: time, peak memory (RSS), private peak")
-    for notebook, usage in _RESOURCES.items():
+    for notebook, usage in sorted(_REPORTED.items()):
         terminalreporter.write_line(
             f"{notebook:<48} {usage['seconds']:6.1f} s  {usage['peak_bytes'] / GB:5.2f} GB"
             f"  {usage['private_peak_bytes'] / GB:5.2f} GB"
             f"{'  (TensorFlow)' if usage['tensorflow'] else ''}")
-    terminalreporter.write_line(f"(written to {RESOURCES_JSON.relative_to(Path.cwd())})"
-                                if RESOURCES_JSON.is_relative_to(Path.cwd()) else "")
+    terminalreporter.write_line(f"(written to {resources_json.relative_to(config.rootpath)})")

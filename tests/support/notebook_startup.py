@@ -1,14 +1,14 @@
 """Under pytest, check every figure a notebook draws for legibility and log kernel memory.
 
-notebooks/conftest.py points ``PYTHONSTARTUP`` here and ``IPU_LEGIBILITY_LOG`` at a log
+tests/support/notebook_checks.py points ``PYTHONSTARTUP`` here and ``IPU_LEGIBILITY_LOG`` at a log
 file; IPython kernels run ``PYTHONSTARTUP`` when they start.  After each cell, and whenever a
 figure is displayed, each figure not yet checked (or changed since) goes through
 ``ipu_emulator.views.legibility.figure_problems``; one JSON line per figure is appended to
-the log (cell, figure, seconds, problems) and the conftest fails the cell's test when it
+the log (cell, figure, seconds, problems) and the plugin fails the cell's test when it
 found problems.
 
 With ``IPU_RESOURCE_LOG`` set, it also logs the kernel's peak memory after each cell (one
-JSON line), which the conftest checks against the classroom limits.
+JSON line), which the plugin checks against the classroom limits.
 
 Silent and harmless: without ``IPU_LEGIBILITY_LOG``, outside IPython or before matplotlib is
 imported it does nothing; it never prints (errors go to the log, as problems); it leaves no
@@ -98,7 +98,7 @@ def _install_legibility_hook(log_and_shell=_log_and_shell):  # bound now: the na
 
 
 def _install_resource_log(log_and_shell=_log_and_shell):
-    """After each cell, log the kernel's peak memory so far (notebooks/conftest.py checks it
+    """After each cell, log the kernel's peak memory so far (tests/support/notebook_checks.py checks it
     against the classroom limits and reports it per notebook)."""
     import json
     import os

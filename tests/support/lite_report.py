@@ -1,0 +1,52 @@
+"""The JupyterLite site's numbers (size, start-up and redraw times) at the end of the run.
+
+tests/lite/ measures them on a pytest-xdist worker (or in the one process without workers)
+and each of its reports carries the numbers so far in ``user_properties``; this plugin,
+loaded by the root ``conftest.py`` in the process that prints the summary, keeps the latest,
+prints them and writes build/lite_numbers.json.
+"""
+import json
+
+NUMBERS_PROPERTY = "lite_numbers"
+_REPORTED = {}
+
+
+def pytest_runtest_logreport(report):
+    for name, value in report.user_properties:
+        if name == NUMBERS_PROPERTY:
+            _REPORTED.clear()
+            _REPORTED.update(value)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    if not _REPORTED or hasattr(config, "workerinput"):
+        return
+    numbers = _REPORTED
+    numbers_json = config.rootpath / "build" / "lite_numbers.json"
+    numbers_json.parent.mkdir(exist_ok=True)
+    numbers_json.write_text(json.dumps(numbers, indent=1) + "\n", encoding="utf-8")
+    write = terminalreporter.write_line
+    terminalreporter.section("JupyterLite site: size, start-up and redraw times")
+    if "site_bytes" in numbers:
+        write(f"site size on disk          {numbers['site_bytes'] / 1e6:6.1f} MB "
+              f"({numbers['site_files']} files)")
+    if "downloaded_bytes" in numbers:
+        write(f"downloaded, first visit    {numbers['downloaded_bytes'] / 1e6:6.1f} MB "
+              f"({numbers['requests']} requests, all to 127.0.0.1)")
+    if "warm_downloaded_bytes" in numbers:
+        write(f"downloaded, second visit   {numbers['warm_downloaded_bytes'] / 1e6:6.1f} MB "
+              "(the rest from the browser's cache)")
+    for key, label in (("cold", "first visit (cold cache)"), ("warm", "second visit (warm)")):
+        times = numbers.get(key)
+        if times:
+            write(f"notebook 00, {label:<24}  page open to kernel idle "
+                  f"{times['kernel_idle_s']:5.1f} s, to first trace "
+                  f"{times['first_trace_s']:5.1f} s, to all cells run "
+                  f"{times['all_cells_s']:5.1f} s")
+    if numbers.get("redraw_s"):
+        redraws = numbers["redraw_s"]
+        write(f"redraw after a widget change {min(redraws):.2f}-{max(redraws):.2f} s "
+              f"({len(redraws)} changes)")
+    for name, seconds in numbers.get("notebooks_s", {}).items():
+        write(f"{name:<44} open + run all {seconds:5.1f} s")
+    write(f"(written to {numbers_json.relative_to(config.rootpath)})")
