@@ -2,8 +2,9 @@
 
 An ``IPUConfig`` is a tree of option categories with typed leaf options.  Setting options
 does nothing by itself; ``configure_ipu_system`` validates the tree, turns it into an
-``IpuOptions`` record (the emulator's stand-in for the ``IpuOptions`` protobuf) and applies
-it to the emulated system (:mod:`ipu_emulator.runtime.configured_system`)::
+``IpuOptions`` record (the emulator's stand-in for the ``IpuOptions`` protobuf,
+:mod:`ipu_emulator.runtime.ipu_options`) and hands it to the emulated backend
+(:mod:`ipu_emulator.runtime.ipu_backend`), which sets up the configured system::
 
     from ipu_emulator.ipu import config
 
@@ -12,8 +13,9 @@ it to the emulated system (:mod:`ipu_emulator.runtime.configured_system`)::
     cfg.ipu_model.tiles_per_ipu = 4
     cfg.configure_ipu_system()
 
-Errors (types and messages) are the ones the Graphcore SDK raises.  TensorFlow is imported
-only when one of its error types has to be raised, so importing this module stays cheap.
+Errors (types and messages) are the ones the Graphcore SDK raises.  Neither this module nor
+the backend imports TensorFlow until one of its error types has to be raised, so importing
+this module stays cheap.
 """
 from __future__ import annotations
 
@@ -22,16 +24,13 @@ import difflib
 import enum
 import json
 import logging
-import os
-import re
 import typing
 from dataclasses import dataclass
 from typing import List, Optional
 
-from ipu_emulator.runtime import configured_system
-from ipu_emulator.sim import hardware
+from ipu_emulator.runtime import configured_system, ipu_backend
 # The configuration record and its enums; config.SelectionOrder etc. are the SDK's names.
-from .ipu_options import (  # noqa: F401  (ProfilingConfig, SpeedSizeConfig: re-exported)
+from ipu_emulator.runtime.ipu_options import (  # noqa: F401  (ProfilingConfig, SpeedSizeConfig: re-exported)
     DeviceConfig, DeviceConnectionType, ExecutionProfileType, FloatingPointBehaviourConfig,
     IpuModelConfig, IpuOptions, MergeRemoteBuffersBehaviour, ProfilingConfig,
     SchedulingAlgorithm, SelectionOrder, SpeedSizeConfig, StochasticRoundingBehaviour)
@@ -623,138 +622,6 @@ def _write_experimental(experimental: _ExperimentalConfig, opts: IpuOptions) -> 
 
 
 # --------------------------------------------------------------------------------------
-# The emulated backend: IpuOptions -> configured_system.SystemConfiguration
-# --------------------------------------------------------------------------------------
-
-# Hardware exposes multi-IPU device configurations of power-of-two sizes only.
-_MAX_IPUS_PER_DEVICE = 64
-_KNOWN_IPU_VERSIONS = hardware.IPU_VERSIONS
-
-
-def gc_info_device_size(cfg_index: int) -> Optional[int]:
-    """IPUs in the ``gc-info -l`` device ``cfg_index`` of a 16-IPU system (None: no such id).
-
-    Ids 0-15 are single IPUs, 16-23 pairs, 24-27 quads, 28-29 eights, 30 all sixteen.
-    """
-    first_id = 0
-    for size, count in ((1, 16), (2, 8), (4, 4), (8, 2), (16, 1)):
-        if first_id <= cfg_index < first_id + count:
-            return size
-        first_id += count
-    return None
-
-
-def _tf_errors():
-    import tensorflow as tf  # lazy: only needed to raise the backend's error types
-
-    return tf.errors
-
-
-def _unsupported_count_error(num_ipus: int, ordinal: int):
-    return _tf_errors().FailedPreconditionError(
-        None, None,
-        f"Unsupported number of IPUs requested - could not find an IPU device with "
-        f"{num_ipus} IPUs for the TensorFlow virtual device /device:IPU:{ordinal}. "
-        f"Use `gc-info -l` to view the available device configurations.")
-
-
-def _device_size(device_config: DeviceConfig, ordinal: int, on_ipu_model: bool) -> int:
-    """Number of IPUs of one TF device, with the backend's errors for impossible requests."""
-    if device_config.cfg_index is not None:
-        if on_ipu_model:
-            raise _tf_errors().InvalidArgumentError(
-                None, None, "Must specify the number of IPUs using auto_count, not an index.")
-        size = gc_info_device_size(device_config.cfg_index)
-        if size is None:
-            # The SDK text for an unknown id is not known; this follows the count message.
-            raise _tf_errors().FailedPreconditionError(
-                None, None,
-                f"Could not find an IPU device with id {device_config.cfg_index} for the "
-                f"TensorFlow virtual device /device:IPU:{ordinal}. "
-                f"Use `gc-info -l` to view the available device configurations.")
-        return size
-    num_ipus = device_config.auto_count or 0
-    if on_ipu_model:
-        acceptable = num_ipus >= 1  # poplar::IPUModel takes any count
-    else:
-        acceptable = (num_ipus >= 1 and hardware.next_power_of_two(num_ipus) == num_ipus
-                      and num_ipus <= _MAX_IPUS_PER_DEVICE)
-    if not acceptable:
-        raise _unsupported_count_error(num_ipus, ordinal)
-    return num_ipus
-
-
-def _ipu_model_tiles_flag() -> int:
-    match = re.search(r"--ipu_model_tiles=(\d+)", os.environ.get("TF_POPLAR_FLAGS", ""))
-    return int(match.group(1)) if match else 0
-
-
-def _ipu_version_and_tiles(opts: IpuOptions, on_ipu_model: bool):
-    if on_ipu_model:
-        version = opts.ipu_model_config.ipu_model_version
-        if not version:
-            _logger.warning("A version was not supplied when using the IPU Model. "
-                            "Defaulting to 'ipu2'.")
-            version = configured_system.DEFAULT_IPU_VERSION
-        tiles = opts.ipu_model_config.tiles_per_ipu or _ipu_model_tiles_flag()
-    else:
-        # Real hardware reports its own version; without one, assume the GC200 (ipu2).
-        version = opts.ipu_version or configured_system.DEFAULT_IPU_VERSION
-        tiles = 0
-    if version not in _KNOWN_IPU_VERSIONS:
-        # Poplar rejects unknown architectures; its exact text is not known.
-        raise _tf_errors().InvalidArgumentError(
-            None, None, f"Unsupported IPU version '{version}'. "
-                        f"Expected one of {', '.join(_KNOWN_IPU_VERSIONS)}.")
-    return version, tiles
-
-
-def _system_configuration_from(opts: IpuOptions) -> configured_system.SystemConfiguration:
-    on_ipu_model = configured_system.running_on_ipu_model()
-    devices = tuple(
-        configured_system.VirtualDevice(ordinal, _device_size(device_config, ordinal, on_ipu_model))
-        for ordinal, device_config in enumerate(opts.device_config))
-    if not devices:
-        _logger.info(configured_system.NO_DEVICE_CONFIGURED_MESSAGE)
-        devices = (configured_system.VirtualDevice(0, 1),)
-    version, tiles = _ipu_version_and_tiles(opts, on_ipu_model)
-    return configured_system.SystemConfiguration(
-        devices=devices,
-        ipu_model=on_ipu_model,
-        ipu_version=version,
-        tiles_per_ipu=tiles,
-        allow_recompute=opts.speed_size_config.allow_recompute,
-        selection_order=opts.selection_order.name,
-        poplar_options=dict(opts.compilation_options),
-        pre_compile=opts.device_connection_type == DeviceConnectionType.PRE_COMPILE,
-    )
-
-
-def _options_from_system(cfg: configured_system.SystemConfiguration) -> IpuOptions:
-    """An IpuOptions describing a system configured directly through ipu_emulator.runtime.configured_system."""
-    opts = IpuOptions(device_config=[DeviceConfig(auto_count=d.num_ipus) for d in cfg.devices])
-    opts.selection_order = SelectionOrder[cfg.selection_order]
-    opts.speed_size_config.allow_recompute = cfg.allow_recompute
-    opts.compilation_options = dict(cfg.poplar_options)
-    opts.ipu_model_config.tiles_per_ipu = cfg.tiles_per_ipu
-    opts.ipu_model_config.ipu_model_version = cfg.ipu_version
-    return opts
-
-
-# The IpuOptions last applied, with the SystemConfiguration it produced, so that
-# get_ipu_config can hand back the options (as the backend keeps the protobuf).
-_applied: Optional[typing.Tuple[IpuOptions, configured_system.SystemConfiguration]] = None
-
-
-def _applied_options() -> Optional[IpuOptions]:
-    if not configured_system.is_configured():
-        return None
-    if _applied is not None and _applied[1] is configured_system.current():
-        return _applied[0]
-    return _options_from_system(configured_system.current())
-
-
-# --------------------------------------------------------------------------------------
 # Module-level configure / query
 # --------------------------------------------------------------------------------------
 
@@ -766,27 +633,12 @@ def configure_ipu_system(config, device="cpu", reset_configuration=True):
     Re-configuring with a different configuration resets the old one first; with
     ``reset_configuration=False`` that is an error, as in the SDK.
     """
-    global _applied
     if isinstance(config, IPUConfig):
         config = config._to_protobuf()
     if not isinstance(config, IpuOptions):
         raise TypeError("`config` must be an IpuOptions instance.")
     opts = copy.deepcopy(config)  # later edits of the caller's record must not leak in
-
-    existing = _applied_options()
-    if existing is not None and existing != opts:
-        if not reset_configuration:
-            raise _tf_errors().FailedPreconditionError(
-                None, None,
-                "IPU system configuration has already been set in this process, but it "
-                "should have been reset automatically by the call to "
-                "'tensorflow.python.ipu.config.configure_ipu_system'.")
-        _logger.info("Resetting existing IPU configuration before applying new configuration")
-        reset_ipu_configuration()
-
-    system_configuration = _system_configuration_from(opts)  # backend checks (device sizes)
-    configured_system.configure(system_configuration)
-    _applied = (opts, system_configuration)
+    ipu_backend.configure(opts, reset_configuration)
 
 
 def get_ipu_config(session=None):
@@ -794,7 +646,7 @@ def get_ipu_config(session=None):
 
     ``session`` is accepted for TF1 compatibility; the emulated system is per process.
     """
-    opts = _applied_options()
+    opts = ipu_backend.applied_options()
     if opts is None:
         raise RuntimeError("No IPU devices configured.")
     return [copy.deepcopy(opts) for _ in configured_system.current().devices]
@@ -802,9 +654,7 @@ def get_ipu_config(session=None):
 
 def reset_ipu_configuration():
     """Forget the applied configuration (the next configure starts from scratch)."""
-    global _applied
-    _applied = None
-    configured_system.reset()
+    ipu_backend.reset()
 
 
 __all__ = [

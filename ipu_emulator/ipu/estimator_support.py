@@ -14,6 +14,8 @@ import time
 import tensorflow as tf
 from tensorflow.python.util import function_utils
 
+from ipu_emulator.runtime import graph_loops
+
 # Arguments a model_fn may take (tf.estimator's _VALID_MODEL_FN_ARGS).
 VALID_MODEL_FN_ARGS = {"features", "labels", "mode", "params", "self", "config"}
 
@@ -313,5 +315,4 @@ def features_and_labels(args, kwargs):
 
 def dequeue_element(infeed):
     """One infeed element unpacked like a loop body's arguments (for loop-free programs)."""
-    from . import loops
-    return loops._append_infeed_element([], infeed._dequeue())  # pylint: disable=protected-access
+    return graph_loops.dequeued_arguments([], infeed)

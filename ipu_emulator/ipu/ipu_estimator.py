@@ -40,7 +40,7 @@ from . import estimator_support as support
 from . import ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue, ipu_run_config, loops
 from . import scopes, utils
 from .ops import cross_replica_ops
-from ipu_emulator.runtime import replication
+from ipu_emulator.runtime import graph_loops, replication
 
 _INITIAL_LOSS = 0.0
 _HOST_DEVICE = "/device:CPU:0"
@@ -367,7 +367,7 @@ class _IPUEstimatorBase:
 
         graph = self._new_graph()
         with graph.as_default():
-            with loops.tf1_control_flow():
+            with graph_loops.tf1_control_flow():
                 global_step = self._create_global_step()
                 infeed = self._make_infeed(input_fn, ModeKeys.TRAIN)
                 program = self._build_train(infeed, global_step)
@@ -490,7 +490,7 @@ class _IPUEstimatorBase:
         checkpoints = support.Checkpoints(self.model_dir, self._config)
         graph = self._new_graph()
         with graph.as_default():
-            with loops.tf1_control_flow():
+            with graph_loops.tf1_control_flow():
                 global_step = self._create_global_step()
                 infeed = self._make_infeed(input_fn, mode)
                 outfeed = ipu_outfeed_queue.IPUOutfeedQueue()

@@ -21,6 +21,7 @@ import copy
 import logging
 
 from ipu_emulator.ipu import config as ipu_config
+from ipu_emulator.runtime import ipu_backend
 
 _log = logging.getLogger("ipu_emulator")
 
@@ -33,11 +34,11 @@ def _configured_device_sizes(ipu_options):
         select = ipu_options.select_ipus
         auto_select = [auto_select] if isinstance(auto_select, int) else list(auto_select)
         select = [select] if isinstance(select, int) else list(select)
-        return list(auto_select) + [ipu_config.gc_info_device_size(i) for i in select]
+        return list(auto_select) + [ipu_backend.gc_info_device_size(i) for i in select]
     sizes = []
     for device in ipu_options.device_config:
         if device.cfg_index is not None:
-            sizes.append(ipu_config.gc_info_device_size(device.cfg_index))
+            sizes.append(ipu_backend.gc_info_device_size(device.cfg_index))
         else:
             sizes.append(device.auto_count)
     return sizes

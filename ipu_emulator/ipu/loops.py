@@ -16,14 +16,12 @@ was called from, not TensorFlow's ``while/``: variables created in it (Keras lay
 theirs after the name scope) get the names the SDK gives them, so a checkpoint saved by a
 looped program restores into an unlooped one and back.
 """
-import contextlib
 import inspect
 import numbers
 
 import tensorflow as tf
-from tensorflow.python.ops import control_flow_util
 
-from ipu_emulator.runtime import programs, replication
+from ipu_emulator.runtime import graph_loops, programs, replication
 
 
 def repeat(n, body, inputs=None, infeed_queue=None, use_while_v1=True):
@@ -69,7 +67,7 @@ def while_loop(condition, body, inputs=None, infeed_queue=None, maximum_iteratio
         args = [] if carries_dummy else list(carried)
         kwargs = {}
         if infeed_queue is not None:
-            args, kwargs = _append_infeed_element(args, infeed_queue._dequeue())  # pylint: disable=protected-access
+            args, kwargs = graph_loops.dequeued_arguments(args, infeed_queue)
         outputs = body(*args, **kwargs)
         tensors, operations = _split_body_outputs(outputs)
         output_types = [_dtype_of(t) for t in tensors]
@@ -80,7 +78,7 @@ def while_loop(condition, body, inputs=None, infeed_queue=None, maximum_iteratio
         return tensors, operations
 
     def loop_body(trip_count, *carried):
-        with enclosing_name_scope(graph, enclosing_scope), \
+        with graph_loops.enclosing_name_scope(graph, enclosing_scope), \
                 programs.loop_body(static_iterations):
             if replicated is None:
                 tensors, operations = one_replica(carried)
@@ -94,7 +92,7 @@ def while_loop(condition, body, inputs=None, infeed_queue=None, maximum_iteratio
                 next_count = trip_count + 1
             return [next_count] + tensors
 
-    with control_flow_of(graph):
+    with graph_loops.control_flow_of(graph):
         results = tf.compat.v1.while_loop(
             loop_condition, loop_body, [tf.constant(0, dtype=tf.int32)] + loop_vars,
             maximum_iterations=maximum_iterations, parallel_iterations=1)
@@ -110,34 +108,6 @@ def while_loop(condition, body, inputs=None, infeed_queue=None, maximum_iteratio
     if len(carried) == 1:
         return carried[0]
     return carried
-
-
-def control_flow_of(graph):
-    """The control flow to build in ``graph``: a graph built by hand gets v1 loops even in
-    TF2 mode (see ``tf1_control_flow``); a tf.function keeps TensorFlow's choice."""
-    return contextlib.nullcontext() if graph.building_function else tf1_control_flow()
-
-
-@contextlib.contextmanager
-def tf1_control_flow():
-    """Build TF1 control flow (v1 while loops and conds) in this block, even in TF2 mode.
-
-    The emulator's loops, feeds and pipelines are v1 while loops of the graph being built.
-    With TF2 behaviour on, ``tf.compat.v1.while_loop`` in a ``tf.Graph`` (a TF1-style script
-    run without ``--tf1``, or an estimator's own graph) would build a v2 loop, whose body is
-    a separate function graph: an outfeed enqueued there would not be the graph's."""
-    previous = control_flow_util.ENABLE_CONTROL_FLOW_V2
-    control_flow_util.ENABLE_CONTROL_FLOW_V2 = False
-    try:
-        yield
-    finally:
-        control_flow_util.ENABLE_CONTROL_FLOW_V2 = previous
-
-
-def enclosing_name_scope(graph, scope):
-    """Re-enter name scope ``scope`` (e.g. from inside a while loop's ``while/`` scope); ""
-    is the top level.  Op names stay unique: the graph numbers clashes as usual."""
-    return graph.name_scope(scope + "/" if scope else "")
 
 
 def _as_input_list(inputs):
@@ -156,15 +126,6 @@ def _identity(value):
     if isinstance(value, tf.TensorArray):
         return value.identity()
     return tf.identity(value)
-
-
-def _append_infeed_element(args, element):
-    """Unpack one infeed element into the body's arguments, after the loop-carried ones."""
-    if isinstance(element, dict) and all(isinstance(k, str) for k in element):
-        return args, dict(element)
-    if isinstance(element, (tuple, list)):
-        return args + list(element), {}
-    return args + [element], {}
 
 
 def _split_body_outputs(outputs):

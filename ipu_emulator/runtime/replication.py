@@ -72,6 +72,12 @@ def _replica_context(build, replica):
         _state.build, _state.replica = previous
 
 
+def outside_replicas():
+    """Build outside any replica in this block (a pipeline enters each replica itself; what
+    it builds around them belongs to none)."""
+    return _replica_context(None, None)
+
+
 # --- the replication rule ------------------------------------------------------------
 
 def replication_factor(num_ipus: int, num_shards: int) -> int:

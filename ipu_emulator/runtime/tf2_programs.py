@@ -103,15 +103,21 @@ def phase_of(op) -> str:
     return "forward"
 
 
-def _loop_body_graph(graph):
+def called_graph(graph, op, attr):
+    """The graph of the function ``op`` of ``graph`` calls through its attribute ``attr``
+    (``f``, a loop's ``body``, a cond's ``then_branch``...), or None."""
+    try:
+        called = graph._get_function(op.get_attr(attr).name)  # pylint: disable=protected-access
+    except (ValueError, AttributeError):
+        return None
+    return getattr(called, "graph", None)
+
+
+def loop_body_graph(graph):
     """The body graph of the first (outermost) ``While`` op of ``graph``, or None."""
     for op in graph.get_operations():
         if op.type in ("While", "StatelessWhile"):
-            try:
-                body = graph._get_function(op.get_attr("body").name)  # pylint: disable=protected-access
-            except (ValueError, AttributeError):
-                return None
-            return getattr(body, "graph", None)
+            return called_graph(graph, op, "body")
     return None
 
 
@@ -123,18 +129,15 @@ def _ops_with_nested_calls(graph, depth=0):
     nested = []
     for op in ops:
         if op.type in ("PartitionedCall", "StatefulPartitionedCall"):
-            try:
-                called = graph._get_function(op.get_attr("f").name)  # pylint: disable=protected-access
-            except (ValueError, AttributeError):
-                continue
-            if getattr(called, "graph", None) is not None:
-                nested += _ops_with_nested_calls(called.graph, depth + 1)
+            called = called_graph(graph, op, "f")
+            if called is not None:
+                nested += _ops_with_nested_calls(called, depth + 1)
     return ops + nested
 
 
 def function_cost(concrete) -> ComputeCost:
     """Per-iteration cost of a traced function: its loop body, or all of it without a loop."""
-    body = _loop_body_graph(concrete.graph)
+    body = loop_body_graph(concrete.graph)
     ops = _ops_with_nested_calls(body if body is not None else concrete.graph)
     return graph_costs.phase_cost(
         ops, phase_of,

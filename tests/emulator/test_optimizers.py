@@ -150,7 +150,7 @@ def test_contrib_era_names_resolve():
 
 def test_accumulator_dtype_accepts_a_numpy_type_like_the_pipeline():
     import numpy as np
-    from ipu_emulator.ipu.gradient_accumulation import accumulator_dtype
+    from ipu_emulator.runtime.gradient_accumulators import accumulator_dtype
     with tf.Graph().as_default():
         var = tf.compat.v1.Variable(tf.zeros([2]), use_resource=True)
         assert accumulator_dtype(None, var) == tf.float32

@@ -2,8 +2,9 @@
 
 ``extensions``    the methods added to those models (``set_gradient_accumulation_options``,
                   ``set_infeed_queue_options``, ...) and the rules ``compile``/``fit`` follow
-``pipelining``    pipeline stages (``PipelineStage``, stage assignments) and what a
-                  pipelined model checks and records
+``pipelining``    pipeline stages (``PipelineStage``, stage assignments) and the checks of
+                  a pipelined model's options (the runtime's ``keras_stages`` plans and
+                  costs its stages)
 ``data_adapter`` the checks the IPU makes on the data given to ``fit``/``evaluate``/``predict``
 ``layers``        the SDK 2.x ``ipu.keras.layers`` (``Dropout``, ``Embedding``, ``LayerNorm``
                   emulated; the rest are stubs)

@@ -21,7 +21,7 @@ import logging
 
 import tensorflow as tf
 
-from ipu_emulator.runtime import feed_messages, tf2_programs
+from ipu_emulator.runtime import feed_messages, keras_stages, tf2_programs
 from . import data_adapter, pipelining
 from .accumulation import check_accumulation_arguments
 
@@ -132,7 +132,7 @@ class KerasExtensions(pipelining.PipeliningExtensions):
         plan = data_adapter.plan_execution(x, y, batch_size, steps, requested)
         self.__dict__["_ipu_batch_bytes"] = plan.batch_bytes
         # A pipelined model accumulates its gradients over the pipeline's micro-batches.
-        pipeline = pipelining.plan(self, plan.steps_per_execution, training)
+        pipeline = self._ipu_pipeline_plan(plan.steps_per_execution, training)
         self.__dict__.setdefault("_ipu_pipeline_plans", {})[training] = pipeline
         if pipeline is not None:
             if training:
@@ -228,8 +228,8 @@ class _RecordedExecution:
         info = tf2_programs.program_info(self._function, (iterator,), {}, key="keras")
         batch_bytes = model.__dict__.get("_ipu_batch_bytes", 0)
         pipeline = model.__dict__.get("_ipu_pipeline_plans", {}).get(self._training)
-        complete = (pipelining.completer(model, self._function, (iterator,), pipeline,
-                                         batch_bytes) if pipeline is not None else None)
+        complete = (keras_stages.completer(model, self._function, (iterator,), pipeline,
+                                           batch_bytes) if pipeline is not None else None)
         return tf2_programs.execute(
             info, self._function, (iterator,), iterations=steps, infeed_bytes=batch_bytes,
             outfeed_bytes=None, complete=complete)

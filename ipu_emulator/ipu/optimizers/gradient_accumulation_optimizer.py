@@ -17,9 +17,9 @@ The optimizer must be used inside an on-device loop whose iteration count is a m
 """
 import tensorflow as tf
 
-from ipu_emulator.ipu.gradient_accumulation import (GradientAccumulationReductionMethod,
-                                                   accumulate, accumulator_dtype)
+from ipu_emulator.ipu.gradient_accumulation import GradientAccumulationReductionMethod
 from ipu_emulator.runtime import first_run, programs
+from ipu_emulator.runtime.gradient_accumulators import accumulate, accumulator_dtype
 from .cross_replica_optimizer import CrossReplicaOptimizer
 from .ipu_optimizer import IpuOptimizer
 

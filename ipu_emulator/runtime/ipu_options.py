@@ -3,7 +3,9 @@
 The SDK turns every configuration (an ``IPUConfig``, or the old functional API's
 ``create_ipu_config`` & co.) into the ``IpuOptions`` protobuf of its ``config.proto``; the
 dataclasses here stand in for it, with the enums of the same file.  ``ipu.config`` and
-``ipu.utils`` build and read it, and re-export these names.
+``ipu.utils`` build and read it, and re-export these names; the emulated backend
+(``ipu_backend``) turns it into the configured system.  No TensorFlow import: configuring
+stays cheap.
 """
 from __future__ import annotations
 
