@@ -1,28 +1,25 @@
 """End to end: an unmodified TF2 IPU Keras script that pipelines an MNIST model over two IPUs
 (our layout of the SDK user guide's examples) runs through ``python -m ipu_emulator run``,
 trains, and its trace draws the two stages on two IPUs."""
-import json
 import re
-from pathlib import Path
 
 import pytest
 
-from test_runner import run_cli
+from tests.support.child_python import ROOT, run_emulator
 
-LAYOUT = Path(__file__).resolve().parents[1] / "layouts" / "keras_pipelining_layout.py"
+LAYOUT = ROOT / "tests" / "layouts" / "keras_pipelining_layout.py"
 
 
 @pytest.mark.parametrize("variant", [[], ["--sequential"]], ids=["functional", "sequential"])
 def test_pipelined_keras_script_runs_unmodified(tmp_path, variant):
-    result = run_cli("run", "--trace", "trace.json", str(LAYOUT), *variant, cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = run_emulator("run", "--trace", "trace.json", LAYOUT, *variant, cwd=tmp_path).check()
     last = result.stdout.strip().splitlines()[-1]
     match = re.fullmatch(r"Training finished: loss ([0-9.]+) -> ([0-9.]+)", last)
     assert match, result.stdout[-2000:]
     assert float(match.group(2)) < float(match.group(1))
     # 2 epochs of 120 batches, 40 per execution.
     assert "ipu_emulator: 6 engine runs, 240 loop iterations" in result.stderr
-    trace = json.loads((tmp_path / "trace.json").read_text())
+    trace = result.read_json("trace.json")
     lanes = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"]
              if e.get("ph") == "M" and e["name"] == "thread_name"}
     busy = {}

@@ -1,29 +1,22 @@
 """The pipelining example and its profiling wrapper, run through the runner end to end."""
-import json
-import os
 import re
-import subprocess
-import sys
 
 from ipu_emulator.cli import profiling
+from tests.support.child_python import ROOT, child_env, run_emulator
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EXAMPLES = os.path.join(REPO, "examples")
+EXAMPLES = ROOT / "examples"
 
 
-def run_cli(args, cwd, extra_env=None):
-    environment = dict(os.environ, IPU_EMULATOR_DATA="sample", PYTHONPATH=REPO)
-    environment.pop("POPLAR_ENGINE_OPTIONS", None)  # only the wrapper asks for a report
-    environment.update(extra_env or {})
-    return subprocess.run([sys.executable, "-m", "ipu_emulator", "run"] + args, cwd=cwd,
-                          env=environment, capture_output=True, text=True, timeout=300)
+def run_cli(*args, cwd):
+    # No POPLAR_ENGINE_OPTIONS from the shell (child_env drops it): only the wrapper asks
+    # for a report.
+    return run_emulator("run", *args, cwd=cwd, env=child_env(PYTHONPATH=ROOT))
 
 
 def test_the_pipelined_example_trains_through_the_runner(tmp_path):
-    done = run_cli(["--tf1", "--seed", "1", os.path.join(EXAMPLES, "pipelining_step3.py"),
-                    "--steps", "3", "--repeat-count", "2", "--batches-to-accumulate", "8",
-                    "--schedule", "Interleaved"], cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = run_cli("--tf1", "--seed", "1", EXAMPLES / "pipelining_step3.py", "--steps", "3",
+                   "--repeat-count", "2", "--batches-to-accumulate", "8",
+                   "--schedule", "Interleaved", cwd=tmp_path).check()
     losses = [float(line.rsplit(":", 1)[1]) for line in done.stdout.splitlines()
               if "Mean loss" in line]
     assert len(losses) == 2 and losses[-1] < losses[0]  # printed for steps 0 and 2
@@ -31,10 +24,9 @@ def test_the_pipelined_example_trains_through_the_runner(tmp_path):
 
 
 def test_the_profiling_wrapper_runs_through_the_runner_and_writes_the_report(tmp_path):
-    done = run_cli(["--tf1", os.path.join(EXAMPLES, "profile_step3.sh")], cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = run_cli("--tf1", EXAMPLES / "profile_step3.sh", cwd=tmp_path).check()
     report = tmp_path / "profile_step3_pipelining"
-    trace = json.loads((report / profiling.TRACE_FILE).read_text())
+    trace = done.read_json(report / profiling.TRACE_FILE)
     lanes = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
     assert {"IPU0", "IPU1"} <= lanes
     slices = [e for e in trace["traceEvents"] if e.get("ph") == "X"]

@@ -1,21 +1,11 @@
 """End to end: unmodified TF1 IPU scripts run through ``python -m ipu_emulator run``."""
-import json
-import os
-import pathlib
 import re
-import subprocess
-import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from tests.support.child_python import ROOT, run_emulator
+
 EXAMPLES = ROOT / "examples"
-
-
-def run_cli(*args, cwd):
-    env = dict(os.environ, IPU_EMULATOR_DATA="sample", TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run([sys.executable, "-m", "ipu_emulator", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
 
 
 def epoch_losses(stdout):
@@ -24,15 +14,18 @@ def epoch_losses(stdout):
 
 @pytest.fixture(scope="module")
 def looped_run(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("looped")
-    result = run_cli("run", "--tf1", "--seed", "3", "--trace", "trace.json",
-                     str(EXAMPLES / "tf1_loop_with_infeed.py"), "--epochs", "2", cwd=workdir)
-    return result, workdir
+    """The looped example, run once for the tests marked LOOPED_RUN (one xdist worker)."""
+    return run_emulator("run", "--tf1", "--seed", "3", "--trace", "trace.json",
+                        EXAMPLES / "tf1_loop_with_infeed.py", "--epochs", "2",
+                        cwd=tmp_path_factory.mktemp("looped"))
 
 
+LOOPED_RUN = pytest.mark.xdist_group("runner_looped_run")
+
+
+@LOOPED_RUN
 def test_looped_script_trains_and_reports_one_engine_run_per_epoch(looped_run):
-    result, _ = looped_run
-    assert result.returncode == 0, result.stderr[-2000:]
+    result = looped_run.check()
     losses = epoch_losses(result.stdout)
     assert len(losses) == 2 and losses[1] < losses[0]
     assert "(125 steps)" in result.stdout  # 4,000 sample images / batch 32, from the outfeed
@@ -40,10 +33,9 @@ def test_looped_script_trains_and_reports_one_engine_run_per_epoch(looped_run):
     assert "bundled sample" in result.stderr  # the offline data substitution is announced
 
 
+@LOOPED_RUN
 def test_trace_file_is_chrome_trace_json(looped_run):
-    result, workdir = looped_run
-    assert result.returncode == 0
-    trace = json.loads((workdir / "trace.json").read_text())
+    trace = looped_run.check().read_json("trace.json")
     slices = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
     kinds = {e["args"]["kind"] for e in slices}
     assert {"host", "stream_copy", "forward", "backward", "weight_update"} <= kinds
@@ -51,9 +43,8 @@ def test_trace_file_is_chrome_trace_json(looped_run):
 
 
 def test_step_per_run_script_makes_one_engine_run_per_step(tmp_path):
-    result = run_cli("run", "--tf1", str(EXAMPLES / "tf1_step_per_run.py"), "--epochs", "2",
-                     cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-2000:]
+    result = run_emulator("run", "--tf1", EXAMPLES / "tf1_step_per_run.py", "--epochs", "2",
+                          cwd=tmp_path).check()
     losses = epoch_losses(result.stdout)
     assert len(losses) == 2 and losses[1] < losses[0]
     assert "ipu_emulator: 250 engine runs, 250 loop iterations" in result.stderr
@@ -61,24 +52,24 @@ def test_step_per_run_script_makes_one_engine_run_per_step(tmp_path):
     assert "create_ipu_config (from tensorflow.python.ipu.utils) is deprecated" in result.stderr
 
 
+@LOOPED_RUN
 def test_seeded_runs_are_repeatable(looped_run, tmp_path):
-    first, _ = looped_run
-    again = run_cli("run", "--tf1", "--seed", "3", str(EXAMPLES / "tf1_loop_with_infeed.py"),
-                    "--epochs", "2", cwd=tmp_path)
-    assert again.returncode == 0
-    assert epoch_losses(again.stdout) == epoch_losses(first.stdout)
+    # A second run of the same seed (without --trace): the one child this test adds.
+    again = run_emulator("run", "--tf1", "--seed", "3", EXAMPLES / "tf1_loop_with_infeed.py",
+                         "--epochs", "2", cwd=tmp_path).check()
+    assert epoch_losses(again.stdout) == epoch_losses(looped_run.check().stdout)
 
 
 def test_script_exit_code_and_argv_are_passed_through(tmp_path):
     script = tmp_path / "exits.py"
     script.write_text("import sys\nprint(sys.argv[1:])\nsys.exit(7)\n")
-    result = run_cli("run", str(script), "--flag", "value", cwd=tmp_path)
+    result = run_emulator("run", script, "--flag", "value", cwd=tmp_path)
     assert result.returncode == 7
     assert "['--flag', 'value']" in result.stdout
     assert "ran no IPU programs" in result.stderr
 
 
 def test_missing_script_is_a_clear_error(tmp_path):
-    result = run_cli("run", "no_such_script.py", cwd=tmp_path)
+    result = run_emulator("run", "no_such_script.py", cwd=tmp_path)
     assert result.returncode == 2
     assert "no such script: no_such_script.py" in result.stderr
