@@ -2,12 +2,10 @@
 
 TensorFlow 2.16 removed ``tf.estimator``.  :func:`install` (called by the runner) hangs a
 module-like object on ``tf`` and ``tf.compat.v1`` with the names IPU estimator scripts use:
-``ModeKeys`` and ``EstimatorSpec`` (``compat.estimator``), ``RunConfig`` (the IPU one) and
-the session-run hooks ``tf.estimator`` re-exported.
+``ModeKeys`` and ``EstimatorSpec`` (``ipu._estimator_compat``), ``RunConfig`` (the IPU one)
+and the session-run hooks ``tf.estimator`` re-exported.
 """
 import types
-
-from .estimator import EstimatorSpec, ModeKeys
 
 _HOOK_NAMES = (
     "SessionRunHook", "SessionRunArgs", "SessionRunContext", "SessionRunValues",
@@ -19,9 +17,11 @@ _HOOK_NAMES = (
 
 def namespace():
     """A module-like object standing in for ``tf.estimator``."""
-    import tensorflow as tf  # lazy: importing this module must stay cheap
+    # Lazy (TensorFlow and the API front): importing this module must stay cheap.
+    import tensorflow as tf
 
     from ipu_emulator.ipu import ipu_run_config
+    from ipu_emulator.ipu._estimator_compat import EstimatorSpec, ModeKeys
     estimator = types.ModuleType("tensorflow.estimator",
                                  "Stand-in for the removed tf.estimator (ipu_emulator).")
     estimator.ModeKeys = ModeKeys

@@ -34,7 +34,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.util import nest
 
-from ipu_emulator.compat.estimator import EstimatorSpec, ModeKeys
+from ._estimator_compat import EstimatorSpec, ModeKeys
 from . import config as ipu_config
 from . import estimator_support as support
 from . import ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue, ipu_run_config, loops

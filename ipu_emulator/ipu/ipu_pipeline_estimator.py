@@ -28,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.util import nest
 
-from ipu_emulator.compat.estimator import ModeKeys
+from ._estimator_compat import ModeKeys
 from . import estimator_support as support
 from . import ipu_outfeed_queue
 from .gradient_accumulation import GradientAccumulationReductionMethod

@@ -2,12 +2,12 @@
 
 Each entry is ``emulator module -> (SDK module, names it had)``; ``register()`` creates the
 modules, full of stubs that raise ``NotImplementedError`` when used (see
-``ipu_emulator.compat.unsupported``).  The names are the public ones of SDK 1.x to 3.4, so
+``ipu_emulator.ipu._unsupported``).  The names are the public ones of SDK 1.x to 3.4, so
 ``from tensorflow.python.ipu.horovod import init`` imports while ``... import int`` does not.
 Modules that are partly emulated (``ops.nn_ops``, ``ops.embedding_ops``...) are files of
 their own.
 """
-from ipu_emulator.compat import unsupported
+from ipu_emulator.ipu import _unsupported
 
 _P = "tensorflow.python.ipu."
 
@@ -82,6 +82,6 @@ def register():
     """Create every module of ``MODULES`` (idempotent), parents first."""
     for name in sorted(MODULES, key=lambda n: n.count(".")):
         sdk_name, names, is_package = MODULES[name]
-        unsupported.stub_module("ipu_emulator.ipu." + name, sdk_name, names,
+        _unsupported.stub_module("ipu_emulator.ipu." + name, sdk_name, names,
                                 "Not emulated: ``%s`` (stubs only)." % sdk_name,
                                 is_package=is_package)

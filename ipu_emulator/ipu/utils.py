@@ -450,8 +450,8 @@ _NOT_EMULATED = [
     "extract_all_events", "extract_all_io_events", "extract_compile_reports",
     "extract_execute_reports", "extract_poplar_serialized_graphs",
     "get_memory_size_from_events", "export_dataset_to_file", "export_inputs_to_file"]
-from ipu_emulator.compat import unsupported  # noqa: E402
-globals().update(unsupported.stubs("tensorflow.python.ipu.utils", _NOT_EMULATED))
+from ipu_emulator.ipu import _unsupported  # noqa: E402
+globals().update(_unsupported.stubs("tensorflow.python.ipu.utils", _NOT_EMULATED))
 
 __all__ = _NOT_EMULATED + [
     "IPUConfig", "IpuOptions", "SelectionOrder", "ExecutionProfileType",

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from ipu_emulator import record
 from ipu_emulator.runtime import configured_system
-from ipu_emulator.compat import estimator as estimator_compat
+from ipu_emulator.ipu import _estimator_compat as estimator_compat
 from ipu_emulator.ipu import config as ipu_config
 from ipu_emulator.ipu import ipu_compiler, scopes, utils
 from ipu_emulator.ipu.ipu_estimator import IPUEstimator, IPUEstimatorSpec, ModeKeys

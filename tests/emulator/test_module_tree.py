@@ -383,7 +383,7 @@ def test_sdk_era_scripts_run_through_the_runner(tmp_path, script, flags, final_l
 
 
 def test_a_module_written_for_real_wins_over_its_stub(tmp_path, monkeypatch):
-    from ipu_emulator.compat import unsupported
+    from ipu_emulator.ipu import _unsupported as unsupported
     package = tmp_path / "fake_sdk_pkg"
     package.mkdir()
     (package / "__init__.py").write_text("")

@@ -12,7 +12,7 @@
 """
 import importlib
 
-from ipu_emulator.compat import unsupported
+from ipu_emulator.ipu import _unsupported
 from . import data_adapter
 from . import extensions
 
@@ -24,8 +24,8 @@ from .pipelining import (FunctionalLayerPipelineStageAssignment, PipelineStage,
 _NOT_EMULATED = [
     "FunctionalExtension", "SequentialExtension", "Model", "Sequential",
     "PipelineModel", "PipelineSequential", "SequentialPipelineModel"]
-globals().update(unsupported.stubs("tensorflow.python.ipu.keras", _NOT_EMULATED))
-CTCLoss = unsupported.stub("tensorflow.python.ipu.keras.losses.CTCLoss",
+globals().update(_unsupported.stubs("tensorflow.python.ipu.keras", _NOT_EMULATED))
+CTCLoss = _unsupported.stub("tensorflow.python.ipu.keras.losses.CTCLoss",
                            "tensorflow.python.ipu.keras.losses.CTCLoss")
 
 __all__ = ["data_adapter", "extensions", "pipelining", "layers", "CTCLoss", "PipelineStage",

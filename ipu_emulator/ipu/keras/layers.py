@@ -7,7 +7,7 @@ emulated: they import, and raise ``NotImplementedError`` when created.
 """
 import tensorflow as tf
 
-from ipu_emulator.compat import unsupported
+from ipu_emulator.ipu import _unsupported
 from ipu_emulator.ipu.ops.math_ops import check_serialization_factor
 
 _SDK = "tensorflow.python.ipu.keras.layers"
@@ -27,7 +27,7 @@ class LayerNorm(tf.keras.layers.LayerNormalization):
     """Keras ``LayerNormalization`` under the IPU layer's name."""
 
 
-globals().update(unsupported.stubs(_SDK, [
+globals().update(_unsupported.stubs(_SDK, [
     "GroupNorm", "InstanceNorm", "PopnnLSTM", "LSTM", "PopnnGRU", "GRU", "SerialDense",
     "CTCInferenceLayer", "CTCPredictionsLayer", "RecomputationCheckpoint",
     "AssumeEqualAcrossReplicas", "EffectiveTransformer"]))

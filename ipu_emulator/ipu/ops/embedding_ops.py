@@ -6,7 +6,7 @@ memory and streamed to the IPU, are not emulated.
 """
 import tensorflow as tf
 
-from ipu_emulator.compat import unsupported
+from ipu_emulator.ipu import _unsupported
 from .math_ops import check_serialization_factor
 
 _SDK = "tensorflow.python.ipu.embedding_ops"
@@ -18,7 +18,7 @@ def embedding_lookup(params, ids, name=None, serialization_factor=1):
     return tf.gather(params, ids, name=name)
 
 
-globals().update(unsupported.stubs(_SDK, [
+globals().update(_unsupported.stubs(_SDK, [
     "HostEmbedding", "HostEmbeddingOptimizerSpec", "SGDHostEmbeddingOptimizerSpec",
     "AdamHostEmbeddingOptimizerSpec", "HostEmbeddingScope", "create_host_embedding"],
     feature="host embeddings (%s)" % _SDK))

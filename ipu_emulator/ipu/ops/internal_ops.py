@@ -6,7 +6,7 @@ the IPU's execution scheme and are not emulated.
 """
 import tensorflow as tf
 
-from ipu_emulator.compat import unsupported
+from ipu_emulator.ipu import _unsupported
 
 _SDK = "tensorflow.python.ipu.internal_ops"
 
@@ -27,6 +27,6 @@ def print_tensor(input, name="", print_gradient=False, name_ref=None):  # pylint
     return tf.print(name, input) if name else tf.print(input)
 
 
-globals().update(unsupported.stubs(_SDK, ["fifo", "get_current_iteration_counter"]))
+globals().update(_unsupported.stubs(_SDK, ["fifo", "get_current_iteration_counter"]))
 
 __all__ = ["remap", "remap_deduce", "print_tensor", "fifo", "get_current_iteration_counter"]

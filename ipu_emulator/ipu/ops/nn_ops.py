@@ -6,7 +6,7 @@ convolutions in parallel on the IPU, so it leaves the function unchanged here.
 """
 import tensorflow as tf
 
-from ipu_emulator.compat import unsupported
+from ipu_emulator.ipu import _unsupported
 
 _SDK = "tensorflow.python.ipu.nn_ops"
 
@@ -43,7 +43,7 @@ def multi_conv(func=None, options=None):
     return decorated(func) if func is not None else decorated
 
 
-globals().update(unsupported.stubs(_SDK, [
+globals().update(_unsupported.stubs(_SDK, [
     "ctc_loss_v2", "ctc_loss_with_logits", "ctc_beam_search_decoder",
     "ctc_beam_search_decoder_with_log_probs", "sampled_softmax_loss", "nce_loss"]))
 

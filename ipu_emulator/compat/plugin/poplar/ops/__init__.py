@@ -14,7 +14,7 @@ import re
 import sys
 import types
 
-from ipu_emulator.compat import unsupported
+from ipu_emulator.ipu import _unsupported
 
 GEN_MODULES = (
     "gen_application_runtime", "gen_dataset_benchmark", "gen_dataset_exporters",
@@ -42,7 +42,7 @@ def _gen_module(name):
         if not _OP_NAME.match(attribute):
             raise AttributeError("module %r has no attribute %r" % (real_name, attribute))
         qualified = "%s.%s.%s" % (_SDK, name, attribute)
-        value = unsupported.stub("the Poplar op %s" % qualified, qualified)
+        value = _unsupported.stub("the Poplar op %s" % qualified, qualified)
         setattr(module, attribute, value)
         return value
 

@@ -8,7 +8,8 @@ instantiated.  A stub is a class, so it also works where the SDK name was a clas
 
 Every stub is listed by name, so a misspelt import still fails as it would with the SDK.
 ``stub_module`` builds a whole module of stubs from such a list (modules nothing of which is
-emulated, e.g. ``ipu.horovod``), without one file per module.
+emulated, e.g. ``ipu.horovod``), without one file per module.  Private: not a module of the
+SDK (the ``ipu`` modules and ``compat.plugin`` use it).
 """
 import importlib
 import importlib.machinery

@@ -3,11 +3,11 @@
 TensorFlow 2.16 removed ``tf.estimator``, but Graphcore's estimator examples still write
 ``mode == tf.estimator.ModeKeys.TRAIN`` in their ``model_fn`` and some return a plain
 ``tf.estimator.EstimatorSpec``.  This module provides those names with the values the
-estimator package used; ``compat.tf_estimator`` hangs them on the ``tensorflow`` module
-(only where ``tf.estimator`` is missing) so such scripts run unchanged through
-``python -m ipu_emulator run``.
+estimator package used, for the IPU estimators here; ``compat.tf_estimator`` hangs them on
+the ``tensorflow`` module (only where ``tf.estimator`` is missing) so such scripts run
+unchanged through ``python -m ipu_emulator run``.  Private: not a module of the SDK.
 
-    from ipu_emulator.compat.estimator import ModeKeys
+    from ipu_emulator.ipu._estimator_compat import ModeKeys
     if mode == ModeKeys.PREDICT: ...
 """
 import collections
