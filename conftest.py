@@ -1,60 +1,66 @@
 """pytest's settings for the whole repository (tests/, the notebooks, the docstring examples).
 
-`make test` runs everything in one pytest invocation on two pytest-xdist workers
-(``-n 2 --dist loadgroup --no-loadscope-reorder``).  This file decides what runs together:
+`make test` runs everything in one pytest invocation on two pytest-xdist workers (``-n 2``).
+This file decides what runs together, by units of work that go whole to one worker:
 
-- every test file is one unit of work, so a module's fixtures are built once and a notebook's
-  cells run in order on one worker (nbval keeps one kernel per notebook);
+- each test file is a unit, so a module's fixtures are built once and a notebook's cells run
+  in order in one kernel (nbval keeps one kernel per notebook);
 - the browser tests (tests/browser/, tests/lite/) are one unit: Playwright's sync API allows
   one instance per thread, and they share one JupyterLab;
-- the TF2 tests are one unit: one child process runs them all (tests/support/tf2_isolation.py);
+- the TF2 tests (tests/emulator/tf2/) are one unit: one child process runs them all
+  (tests/support/tf2_isolation.py);
 - the longest units are handed out first, so neither worker is left with a long tail.
 
-The notebook checks (legibility, kernel memory) live in ``tests/support/notebook_checks.py``.
+(pytest-xdist's own ``--dist loadgroup`` cannot do this under pytest 9.2, which no longer
+reads the node id that loadgroup rewrites; a scheduler of our own groups by path instead.)
+The notebook checks (legibility, kernel memory) and the JupyterLite numbers are plugins in
+``tests/support/``.
 """
-from pathlib import Path
-
 import pytest
 
 pytest_plugins = ["tests.support.notebook_checks", "tests.support.lite_report"]
 
-ROOT = Path(__file__).parent
-BROWSER_FOLDERS = (ROOT / "tests" / "browser", ROOT / "tests" / "lite")
 # The scripts in the tutorials' layouts are run by tests as child processes; collected as
 # docstring-example modules they would train at import time.
 collect_ignore_glob = ["tests/layouts/*"]
 
-# Units of work, longest first: the browser tests (the JupyterLite site and JupyterLab), then
-# the notebooks that train longest, then the files that start child processes.  Anything not
-# named keeps its collection order after these.
-FIRST = ["tests/browser", "tests/lite",
+# Folders whose tests make one unit each, and the longest units, first to be handed out: the
+# browser tests (JupyterLab and the JupyterLite site), the TF2 child, then the notebooks that
+# train longest, then the folders of tests that start child processes.  Anything not named
+# keeps its collection order after these.
+UNIT_FOLDERS = {"tests/browser/": "browser", "tests/lite/": "browser",
+                "tests/emulator/tf2/": "tf2"}
+FIRST = ["browser", "tf2",
          "notebooks/02_", "notebooks/09_", "notebooks/03_", "notebooks/07_", "notebooks/06_",
          "notebooks/01_", "notebooks/05_", "notebooks/08_", "notebooks/04_",
-         "tests/cli", "tests/emulator", "tests/scripts"]
+         "tests/cli/", "tests/emulator/", "tests/scripts/"]
 
 
-def _unit(item) -> str:
-    path = Path(item.path)
-    if any(folder in path.parents for folder in BROWSER_FOLDERS):
-        return "browser"
-    if item.get_closest_marker("tf2") is not None:
-        return "tf2"
-    return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
+def unit_of(nodeid: str) -> str:
+    """The unit of work a test belongs to: its folder's unit, or its file."""
+    path = nodeid.split("::", 1)[0]
+    return next((unit for folder, unit in UNIT_FOLDERS.items() if path.startswith(folder)), path)
 
 
 def _rank(unit: str) -> int:
-    if unit in ("browser", "tf2"):
-        return 0
     return next((i for i, prefix in enumerate(FIRST) if unit.startswith(prefix)), len(FIRST))
 
 
-# Before pytest-xdist's own hook, which appends each item's group to its node id; after
-# tests/emulator's, which swaps the TF2 tests for proxies (conftests registered later go first).
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
-    units = {item: _unit(item) for item in items}
-    items.sort(key=lambda item: _rank(units[item]))   # stable: keeps the order inside a unit
-    if config.pluginmanager.hasplugin("xdist"):
-        for item in items:
-            if not any(mark.name == "xdist_group" for mark in item.iter_markers()):
-                item.add_marker(pytest.mark.xdist_group(units[item]))
+# After each folder's own ordering (tests/lite before tests/browser): only the units move.
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: _rank(unit_of(item.nodeid)))   # stable inside a unit
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class UnitScheduling(LoadScopeScheduling):
+        """pytest-xdist's scope scheduling, with our units as the scopes, in the order the
+        workers collected them (longest first, above) rather than by their number of tests."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+    config.option.loadscopereorder = False
+    return UnitScheduling(config, log)

@@ -23,7 +23,6 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "tf2: TF2 eager test (runs in a child process)")
 
 
-@pytest.hookimpl(tryfirst=True)  # before the root conftest groups the items for the workers
 def pytest_collection_modifyitems(config, items):
     tf2_isolation.replace_tf2_items(config, items)
 

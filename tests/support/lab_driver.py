@@ -190,6 +190,10 @@ class LabServer:
         shutil.copytree(self._notebooks, self.root_dir,
                         ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
         env = self._environment()
+        # Trusted, as `make lab` makes them: stored SVG traces and HTML show before a run.
+        subprocess.run([sys.executable, "-m", "jupyter", "trust",
+                        *map(str, sorted(self.root_dir.glob("*.ipynb")))],
+                       env=env, check=True, capture_output=True, timeout=120)
         for attempt in range(1, attempts + 1):
             self._launch(env)
             try:
@@ -520,6 +524,12 @@ def error_outputs(page) -> list[str]:
 def output_images(page):
     """Locator of the images (e.g. matplotlib figures) rendered in output areas."""
     return notebook_panel(page).locator(".jp-OutputArea-output img")
+
+
+def output_figures(page):
+    """Locator of the figures in output areas: images, and SVG drawn inline (the traces of
+    ``views.show_trace`` and the widgets)."""
+    return notebook_panel(page).locator(".jp-OutputArea-output img, .jp-OutputArea-output svg")
 
 
 # -- ipywidgets -----------------------------------------------------------------------------

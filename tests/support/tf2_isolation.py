@@ -35,12 +35,9 @@ class TF2TestProxy(pytest.Item):
     def __init__(self, *, runner, **kwargs):
         super().__init__(**kwargs)
         self._runner = runner
-        # The child knows the test by this id; pytest-xdist's loadgroup later appends
-        # "@<group>" to the proxy's own.
-        self._child_nodeid = self.nodeid
 
     def runtest(self):
-        outcome = self._runner.outcome(self._child_nodeid)
+        outcome = self._runner.outcome(self.nodeid)
         if outcome is None:
             pytest.fail("the TF2 child process did not report this test:\n"
                         + self._runner.child_output[-4000:], pytrace=False)
@@ -51,7 +48,7 @@ class TF2TestProxy(pytest.Item):
             pytest.fail("(ran in the TF2 child process)\n" + text, pytrace=False)
 
     def reportinfo(self):
-        return self.path, None, self._child_nodeid + " [TF2 child process]"
+        return self.path, None, self.nodeid + " [TF2 child process]"
 
 
 class _ChildRun:
