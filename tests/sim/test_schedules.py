@@ -364,6 +364,23 @@ def test_interleaved_1f1b_is_megatrons_order(micro_batches):
         == MEGATRON_P2_V2[micro_batches]
 
 
+@pytest.mark.parametrize("ipus", [2, 3, 4])
+@pytest.mark.parametrize("chunks", [2, 3])
+@pytest.mark.parametrize("rounds", [1, 2, 3])
+def test_interleaved_1f1b_warms_up_each_ipu_as_megatron_counts(ipus, chunks, rounds):
+    """Megatron's warm-up on device p, over more shapes than the orders above: 2(P-p-1) +
+    (v-1)P forwards (at most all v*M of them), then one forward and one backward in turn
+    until the forwards run out, then the remaining backwards."""
+    micro_batches = rounds * ipus
+    schedule = S.interleaved_one_f_one_b(ipus * chunks, micro_batches, stages_per_ipu=chunks)
+    for p, actions in enumerate(schedule.ipu_actions):
+        kinds = "".join(a.kind for a in actions if a.kind in "FB")
+        forwards = chunks * micro_batches
+        warmup = min(forwards, 2 * (ipus - p - 1) + (chunks - 1) * ipus)
+        steady = forwards - warmup
+        assert kinds == "F" * warmup + "FB" * steady + "B" * (forwards - steady), f"IPU {p}"
+
+
 # --- zero-bubble against ZB-H1's definition, written out by hand -----------------------------
 # Qi et al. (2024), "Zero Bubble Pipeline Parallelism": 1F1B's order of forwards and input
 # gradients (B); stage k runs each weight gradient (W) k micro-batches late, so every stage

@@ -13,6 +13,7 @@ from ipu_emulator.sim.timeline import (
     Event,
     TimelineBuilder,
     check_no_overlaps,
+    compute_seconds,
     find_overlaps,
     phase_durations,
     simulate_engine_runs,
@@ -99,6 +100,31 @@ def test_memory_bound_phase_uses_sram_bandwidth():
     assert seconds == pytest.approx(4.75e9 / GC200.sram_bandwidth_bytes_per_s)
     # traffic without FLOPs still takes time, charged as forward work
     assert phase_durations(ComputeCost(bytes_accessed=4.75e9), GC200) == [("forward", seconds)]
+
+
+@given(flops=st.floats(1.0, 1e6), nbytes=st.floats(0.0, 1e5), cycles=st.floats(0.0, 50.0))
+def test_compute_time_is_not_rounded_to_whole_cycles(flops, nbytes, cycles):
+    """A phase lasts its op cycles plus its FLOPs at the achievable rate (or its bytes at the
+    tile-memory bandwidth), to the fraction of a cycle: small phases are a few cycles long,
+    and scaled costs (``ComputeCost.scaled``) have fractional op cycles."""
+    by_hand = cycles / GC200.clock_hz + max(
+        flops / (GC200.peak_fp32_flops * GC200.compute_efficiency),
+        nbytes / GC200.sram_bandwidth_bytes_per_s)
+    assert compute_seconds(flops, nbytes, GC200, cycles) == pytest.approx(by_hand, rel=1e-12)
+    # Proportional: three times the work takes three times as long, however short.
+    assert compute_seconds(3 * flops, 3 * nbytes, GC200, 3 * cycles) == pytest.approx(
+        3 * by_hand, rel=1e-12)
+
+
+def test_a_phase_shorter_than_a_cycle_takes_its_fraction_of_a_cycle():
+    cycle = 1 / GC200.clock_hz
+    one_flop = 1 / (GC200.peak_fp32_flops * GC200.compute_efficiency)
+    assert one_flop < cycle / 1000    # a GC200 does thousands of FLOPs per cycle
+    [(kind, seconds)] = phase_durations(ComputeCost(forward_flops=1.0), GC200)
+    assert seconds == pytest.approx(one_flop, rel=1e-12)
+    [(kind, seconds)] = phase_durations(
+        ComputeCost(forward_flops=1.0, phase_op_cycles=(2.5, 0.0, 0.0)), GC200)
+    assert seconds == pytest.approx(2.5 * cycle + one_flop, rel=1e-12)
 
 
 @pytest.mark.parametrize("n", [2, 10, 37])
@@ -304,3 +330,40 @@ def test_joined_runs_metrics_are_the_sums_of_their_events_and_the_peaks_of_their
         ipu: max(t.metrics.peak_memory_bytes.get(ipu, 0) for t in (pipelined, single))
         for ipu in (0, 1)}
     assert m.peak_in_flight == pipelined.metrics.peak_in_flight
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2), (2, 0, 1, 0), (1, 1)])
+def test_a_record_of_several_runs_is_each_run_alone_shifted_to_where_the_last_ended(order):
+    """A recording of a one-IPU loop, a sharded run and a pipelined run, in several orders,
+    simulated as one trace: run i's events are its events simulated alone, moved by the
+    makespans of the runs before it, inside its own span; the spans tile the trace."""
+    from ipu_emulator.record import PipelineSettings, ProgramRecord
+    from ipu_emulator.sim import builtin_models, cost_model
+    from ipu_emulator.sim.recorded_runs import simulate_record, simulate_run
+
+    stages = tuple(cost_model.stage_costs(builtin_models.builtin_model("tutorial-mlp"),
+                                          ("dense128",), 32))
+    kinds = [EngineRun("loop", 3, STEP, infeed_bytes_per_iteration=1000),
+             EngineRun("sharded", 2, ComputeCost(), stages=stages, num_ipus=2),
+             EngineRun("pipelined", 4, ComputeCost(), stages=stages, num_ipus=2,
+                       pipeline=PipelineSettings("grouped", 4, 1, (0, 1)))]
+    runs = [kinds[i] for i in order]
+    joined = simulate_record(ProgramRecord(runs), synthetic_data=False)
+    alone = [simulate_run(run, synthetic_data=False) for run in runs]
+
+    starts = [sum(t.metrics.makespan for t in alone[:i]) for i in range(len(runs))]
+    ends = [start + t.metrics.makespan for start, t in zip(starts, alone)]
+    assert [start for start, _ in joined.engine_run_spans] == pytest.approx(starts)
+    assert [end for _, end in joined.engine_run_spans] == pytest.approx(ends)
+    assert joined.metrics.makespan == pytest.approx(sum(t.metrics.makespan for t in alone))
+    for i, (start, single) in enumerate(zip(starts, alone)):
+        mine = sorted((e for e in joined.events if e.engine_run == i),
+                      key=lambda e: (e.start, e.lane, e.name))
+        expected = sorted(single.events, key=lambda e: (e.start, e.lane, e.name))
+        assert [(e.lane, e.kind, e.name) for e in mine] == \
+            [(e.lane, e.kind, e.name) for e in expected]
+        assert [e.start for e in mine] == pytest.approx([start + e.start for e in expected])
+        assert [e.end for e in mine] == pytest.approx([start + e.end for e in expected])
+    check_no_overlaps(joined.events)
+    assert joined.metrics.engine_runs == len(runs)
+    assert joined.metrics.iterations == sum(run.iterations for run in runs)
