@@ -139,16 +139,35 @@ def is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def smallest_whole_number(holds: Callable[[int], bool]) -> int:
-    """The smallest n >= 1 for which ``holds(n)``, when it holds for every larger n too (a
-    share that falls as n grows, under a budget): doubling, then bisection.
+# How far ``smallest_whole_number`` searches by default: above every answer the exercises
+# ask for (the largest, notebook 11's micro-batches, is 134), and a few seconds of simulating
+# at most when nothing up to it meets the budget.
+SEARCH_LIMIT = 10_000
+
+
+def smallest_whole_number(holds: Callable[[int], bool], limit: int = SEARCH_LIMIT) -> int:
+    """The smallest n from 1 to ``limit`` for which ``holds(n)``, when it holds for every
+    larger n too (a share that falls as n grows, under a budget): doubling, then bisection.
 
     >>> smallest_whole_number(lambda n: 100 / n <= 7)
     15
+
+    When ``holds(limit)`` is false the answer is not there (or the simulator behind ``holds``
+    is broken): a ``ValueError`` says so, rather than a search that doubles ``n`` until the
+    simulation of it runs out of memory.
+
+    >>> smallest_whole_number(lambda n: False, limit=100)
+    Traceback (most recent call last):
+    ...
+    ValueError: the condition never holds for a whole number from 1 to 100
     """
+    if limit < 1:
+        raise ValueError(f"the search limit must be at least 1, got {limit}")
     low, high = 0, 1
     while not holds(high):
-        low, high = high, 2 * high
+        if high >= limit:
+            raise ValueError(f"the condition never holds for a whole number from 1 to {limit}")
+        low, high = high, min(2 * high, limit)
     while high - low > 1:
         middle = (low + high) // 2
         if holds(middle):
@@ -159,4 +178,5 @@ def smallest_whole_number(holds: Callable[[int], bool]) -> int:
 
 
 __all__ = ["Feedback", "right", "not_yet", "exercise", "solutions_mode", "REGISTRY",
-           "Exercise", "SOLUTIONS_VARIABLE", "SolutionFailed", "smallest_whole_number"]
+           "Exercise", "SOLUTIONS_VARIABLE", "SolutionFailed", "smallest_whole_number",
+           "SEARCH_LIMIT"]

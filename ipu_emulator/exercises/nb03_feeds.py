@@ -64,7 +64,7 @@ def launch_fraction(steps_per_execution: int, step_cost: Optional[ComputeCost] =
 
 def _fewest_steps_per_execution(step_cost: Optional[ComputeCost] = None) -> int:
     return smallest_whole_number(
-        lambda steps: launch_fraction(steps, step_cost) <= LAUNCH_BUDGET)
+        lambda steps: launch_fraction(steps, step_cost) <= LAUNCH_BUDGET, limit=STEPS)
 
 
 @exercise("03.steps-per-execution", solution=_fewest_steps_per_execution,

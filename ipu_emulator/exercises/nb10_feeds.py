@@ -36,7 +36,7 @@ def ideal_launch_share(steps_per_execution: int) -> float:
 
 
 def _break_even() -> int:
-    return smallest_whole_number(lambda n: ideal_launch_share(n) <= LAUNCH_SHARE)
+    return smallest_whole_number(lambda n: ideal_launch_share(n) <= LAUNCH_SHARE, limit=STEPS)
 
 
 @exercise("10.break-even", solution=_break_even, wrong=(10, 50, 100, 1000, 0, "60"))

@@ -75,7 +75,8 @@ def interleaved_bubble(chunks_per_ipu: int) -> float:
 
 
 def _fewest_chunks() -> int:
-    return smallest_whole_number(lambda v: _under(interleaved_bubble(v), CHUNK_GOAL))
+    return smallest_whole_number(lambda v: _under(interleaved_bubble(v), CHUNK_GOAL),
+                                 limit=MAX_CHUNKS)
 
 
 @exercise("11.chunks-per-ipu", solution=_fewest_chunks, wrong=(1, 2, 3, 8, 0, "4"))

@@ -66,3 +66,35 @@ def test_a_check_that_raises_gives_a_hint_and_a_failing_solution_raises(monkeypa
     with pytest.raises(SolutionFailed, match="'test.raises' fails its check"):
         check(...)
     assert check(2).ok  # an answer given is checked as it is
+
+
+# --- the searches behind the solutions: bounded --------------------------------------------
+
+
+@pytest.mark.parametrize("answer", [1, 2, 3, 15, 64, 65, 999, 1000])
+def test_the_search_finds_the_threshold_and_asks_only_up_to_its_limit(answer):
+    asked = []
+
+    def holds(n):
+        asked.append(n)
+        return n >= answer
+
+    assert exercises.smallest_whole_number(holds, limit=1000) == answer
+    assert max(asked) <= 1000
+    # Doubling then bisection: about two probes per binary digit of the limit.
+    assert len(asked) <= 2 * (1000).bit_length() + 1
+
+
+@pytest.mark.parametrize("limit", [1, 2, 7, 100, exercises.SEARCH_LIMIT])
+def test_a_budget_never_met_is_an_error_after_at_most_the_limit(limit):
+    asked = []
+
+    def never(n):
+        asked.append(n)
+        return False
+
+    with pytest.raises(ValueError, match=f"never holds .* 1 to {limit}$"):
+        exercises.smallest_whole_number(never, limit=limit)
+    assert max(asked) == limit                  # the limit itself was tried, nothing beyond
+    assert len(asked) <= limit.bit_length() + 1
+

@@ -1,0 +1,35 @@
+"""A tighter time limit for the fast suite's tests and docstring examples.
+
+pyproject.toml sets pytest-timeout's ceiling for every test (``timeout``), far above what the
+slowest healthy test takes (a notebook in the browser, the TF2 child process).  The fast
+suite (``tests/fast_suite.txt``: the simulator, views, record, exercises and widgets, no
+TensorFlow) takes a second or two per test at most, so a bug that makes one of them search
+forever fails it after ``FAST_TIMEOUT`` seconds instead.  A test's own ``timeout`` marker wins.
+"""
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FAST_SUITE_LIST = ROOT / "tests" / "fast_suite.txt"
+# Far above the fast suite's slowest test (about 1.5 s alone, a few times that on a busy
+# two-core machine), far below the global ceiling.
+FAST_TIMEOUT = 60
+
+
+def fast_suite_paths(listing: Path = FAST_SUITE_LIST):
+    """The paths of ``tests/fast_suite.txt`` (relative to the repository), in its order."""
+    lines = (line.split("#", 1)[0].strip() for line in listing.read_text().splitlines())
+    return [line for line in lines if line]
+
+
+def _in_fast_suite(path: Path, roots) -> bool:
+    return any(path == root or root in path.parents for root in roots)
+
+
+def pytest_collection_modifyitems(items):
+    roots = [ROOT / p for p in fast_suite_paths()]
+    for item in items:
+        if (item.get_closest_marker("timeout") is None
+                and _in_fast_suite(Path(item.path), roots)):
+            item.add_marker(pytest.mark.timeout(FAST_TIMEOUT))
