@@ -32,7 +32,7 @@ from . import ipu_pipeline_estimator
 from . import ipu_session_run_hooks
 from . import ipu_strategy
 from . import keras
-from . import unemulated as _unemulated
+from . import _unemulated
 
 # The SDK's ``ipu.ops`` modules are also attributes of ``ipu`` (``ipu.rand_ops.dropout``),
 # and so are the optimizer modules (SDK 1.x kept them there: ``ipu.sharded_optimizer``).

@@ -36,7 +36,7 @@ from tensorflow.python.util import nest
 
 from ._estimator_compat import EstimatorSpec, ModeKeys
 from . import config as ipu_config
-from . import estimator_support as support
+from . import _estimator_support as _support
 from . import ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue, ipu_run_config, loops
 from . import scopes, utils
 from .ops import cross_replica_ops
@@ -101,7 +101,7 @@ class IPUEstimatorSpec(collections.namedtuple("IPUEstimatorSpec", [
 
 def _verify_model_fn_args(model_fn, params, needs_features=True):
     """tf.estimator's checks of a model_fn's signature."""
-    args = set(support.fn_args(model_fn))
+    args = set(_support.fn_args(model_fn))
     if needs_features and "features" not in args:
         raise ValueError("model_fn ({}) must include features argument.".format(model_fn))
     if params is not None and "params" not in args:
@@ -110,7 +110,7 @@ def _verify_model_fn_args(model_fn, params, needs_features=True):
     if params is None and "params" in args:
         tf.compat.v1.logging.warning("Estimator's model_fn (%s) includes params argument, but "
                                      "params are not passed to Estimator.", model_fn)
-    unexpected = sorted(args - support.VALID_MODEL_FN_ARGS)
+    unexpected = sorted(args - _support.VALID_MODEL_FN_ARGS)
     if unexpected:
         raise ValueError("model_fn ({}) has following not expected args: {}".format(
             model_fn, unexpected))
@@ -195,7 +195,7 @@ class _IPUEstimatorBase:
             raise ValueError("`config` must be provided with type `ipu_run_config.RunConfig`")
         if model_fn is None:
             raise ValueError("model_fn must be provided to Estimator.")
-        model_dir = support.resolve_model_dir(model_dir, config)
+        model_dir = _support.resolve_model_dir(model_dir, config)
         self._config = config.replace(model_dir=model_dir)
         self._model_fn = model_fn
         self._params = copy.deepcopy(params) if params is not None else {}
@@ -275,8 +275,8 @@ class _IPUEstimatorBase:
                 name, steps, self._iterations_per_loop))
 
     def _make_infeed(self, input_fn, mode):
-        dataset = support.call_input_fn(input_fn, mode, self._params_for(mode), self._config)
-        support.check_dataset_structure(dataset)
+        dataset = _support.call_input_fn(input_fn, mode, self._params_for(mode), self._config)
+        _support.check_dataset_structure(dataset)
         return ipu_infeed_queue.IPUInfeedQueue(
             dataset, prefetch_depth=self._config.ipu_run_config.prefetch_depth)
 
@@ -344,7 +344,7 @@ class _IPUEstimatorBase:
     def _finish_graph(hooks, program, checkpoints):
         """The last of building a graph: the hooks' taps on loop tensors (returned), the
         variables' initialisers on the CPU, and the checkpoint saver."""
-        taps = support.tap_loop_tensors(hooks, program.fetch)
+        taps = _support.tap_loop_tensors(hooks, program.fetch)
         utils.move_variable_initialization_to_cpu()
         checkpoints.build()
         return taps
@@ -358,10 +358,10 @@ class _IPUEstimatorBase:
             raise ValueError("Can not provide both steps and max_steps.")
         self._validate_steps(steps)
         self._validate_steps(max_steps, "max_steps")
-        hooks = support.check_hooks(hooks)
-        listeners = support.check_listeners(saving_listeners)
-        checkpoints = support.Checkpoints(self.model_dir, self._config, listeners)
-        if max_steps is not None and support.checkpoint_step(checkpoints.latest()) >= max_steps:
+        hooks = _support.check_hooks(hooks)
+        listeners = _support.check_listeners(saving_listeners)
+        checkpoints = _support.Checkpoints(self.model_dir, self._config, listeners)
+        if max_steps is not None and _support.checkpoint_step(checkpoints.latest()) >= max_steps:
             tf.compat.v1.logging.info("Skipping training since max_steps has already saved.")
             return self
 
@@ -374,7 +374,7 @@ class _IPUEstimatorBase:
                 self._zeros_if_pre_compiling(program, global_step)
                 all_hooks = hooks + list(program.spec.training_hooks)
                 taps = self._finish_graph(all_hooks, program, checkpoints)
-            hook_runner = support.HookRunner(all_hooks, taps)
+            hook_runner = _support.HookRunner(all_hooks, taps)
             hook_runner.begin()
             with self._session(graph) as session:
                 step = self._start_training(session, checkpoints)
@@ -390,11 +390,11 @@ class _IPUEstimatorBase:
     def _start_training(self, session, checkpoints):
         path = self._initialize_and_restore(session, checkpoints)
         if path is not None:
-            step = support.checkpoint_step(path)
+            step = _support.checkpoint_step(path)
             checkpoints.mark_saved(step)
             return step
         if self._warm_start_from is not None:
-            support.warm_start(session, self._warm_start_from)
+            _support.warm_start(session, self._warm_start_from)
             _broadcast_to_replicas(session)
         checkpoints.save(session, 0)
         return 0
@@ -439,7 +439,7 @@ class _IPUEstimatorBase:
         including ``loss`` (mean over the steps) and ``global_step``."""
         del name  # no evaluation summaries are written
         self._validate_steps(steps)
-        hooks = support.check_hooks(hooks)
+        hooks = _support.check_hooks(hooks)
         with self._restored_session(input_fn, ModeKeys.EVAL, hooks, checkpoint_path) as opened:
             session, program, hook_runner, global_step = opened
             results = self._evaluation_loop(session, program, hook_runner, steps)
@@ -487,7 +487,7 @@ class _IPUEstimatorBase:
         """For evaluate and predict: a new graph with the program for ``mode``, and a session
         restored from the checkpoint with the infeed and hooks started.  Yields
         ``(session, program, hook_runner, global_step)``."""
-        checkpoints = support.Checkpoints(self.model_dir, self._config)
+        checkpoints = _support.Checkpoints(self.model_dir, self._config)
         graph = self._new_graph()
         with graph.as_default():
             with graph_loops.tf1_control_flow():
@@ -502,7 +502,7 @@ class _IPUEstimatorBase:
                               else program.spec.prediction_hooks)
                 all_hooks = hooks + list(spec_hooks)
                 taps = self._finish_graph(all_hooks, program, checkpoints)
-            hook_runner = support.HookRunner(all_hooks, taps)
+            hook_runner = _support.HookRunner(all_hooks, taps)
             hook_runner.begin()
             with self._session(graph) as session:
                 if self._initialize_and_restore(session, checkpoints, checkpoint_path) is None:
@@ -520,7 +520,7 @@ class _IPUEstimatorBase:
                 yield_single_examples=True, num_predictions=None):
         """Yield predictions, one example at a time (or one batch if
         ``yield_single_examples=False``); stops after ``num_predictions`` if given."""
-        hooks = support.check_hooks(hooks)
+        hooks = _support.check_hooks(hooks)
         with self._restored_session(input_fn, ModeKeys.PREDICT, hooks,
                                     checkpoint_path) as opened:
             session, program, hook_runner, _ = opened
@@ -647,9 +647,9 @@ class IPUEstimator(_IPUEstimatorBase):
                          eval_batch_size=eval_batch_size, predict_batch_size=predict_batch_size)
 
     def _call_model_fn(self, features, labels, mode):
-        if labels is not None and "labels" not in support.fn_args(self._model_fn):
+        if labels is not None and "labels" not in _support.fn_args(self._model_fn):
             raise ValueError("model_fn does not take labels, but input_fn returns labels.")
-        spec = support.call_with_optional_args(
+        spec = _support.call_with_optional_args(
             self._model_fn,
             {"labels": labels, "mode": mode, "params": self._params_for(mode),
              "config": self._config},
@@ -666,7 +666,7 @@ class IPUEstimator(_IPUEstimatorBase):
         replicas = self._config.ipu_run_config.num_replicas
 
         def training_step(total_loss, *args, **kwargs):
-            features, labels = support.features_and_labels(args, kwargs)
+            features, labels = _support.features_and_labels(args, kwargs)
             first_op = len(graph.get_operations())
             reductions_before = _cross_replica_ops_built()
             spec = self._call_model_fn(features, labels, ModeKeys.TRAIN)
@@ -698,7 +698,7 @@ class IPUEstimator(_IPUEstimatorBase):
             return loops.repeat(ipl, training_step, [_INITIAL_LOSS], infeed)
 
         def single_step():  # iterations_per_loop == 1: no loop, as on the SDK
-            args, kwargs = support.dequeue_element(infeed)
+            args, kwargs = _support.dequeue_element(infeed)
             return training_step(tf.constant(_INITIAL_LOSS), *args, **kwargs)
 
         program.fetch = self._compile(train_loop if ipl > 1 else single_step)
@@ -714,7 +714,7 @@ class IPUEstimator(_IPUEstimatorBase):
         program = _Program()
 
         def evaluation_step(*args, **kwargs):
-            features, labels = support.features_and_labels(args, kwargs)
+            features, labels = _support.features_and_labels(args, kwargs)
             spec = self._call_model_fn(features, labels, ModeKeys.EVAL)
             program.spec = spec
             if spec.loss is None:
@@ -748,7 +748,7 @@ class IPUEstimator(_IPUEstimatorBase):
         program = _Program()
 
         def prediction_step(*args, **kwargs):
-            features, _ = support.features_and_labels(args, kwargs)  # labels are not used
+            features, _ = _support.features_and_labels(args, kwargs)  # labels are not used
             spec = self._call_model_fn(features, None, ModeKeys.PREDICT)
             program.spec = spec
             if spec.predictions is None:

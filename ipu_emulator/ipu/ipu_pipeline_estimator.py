@@ -29,7 +29,7 @@ import tensorflow as tf
 from tensorflow.python.util import nest
 
 from ._estimator_compat import ModeKeys
-from . import estimator_support as support
+from . import _estimator_support as _support
 from . import ipu_outfeed_queue
 from .gradient_accumulation import GradientAccumulationReductionMethod
 from .ipu_estimator import _IPUEstimatorBase, _Program, _verify_model_fn_args, merge_loop_dims
@@ -103,7 +103,7 @@ class IPUPipelineEstimator(_IPUEstimatorBase):
                  warm_start_from=None, train_batch_size=None, eval_batch_size=None,
                  predict_batch_size=None):
         if model_fn is not None:
-            names = support.fn_args(model_fn)
+            names = _support.fn_args(model_fn)
             if "features" in names or "labels" in names:
                 raise ValueError(
                     "The `model_fn` used with `IPUPipelineEstimator` must not have `features` "
@@ -117,7 +117,7 @@ class IPUPipelineEstimator(_IPUEstimatorBase):
     # -- the spec ---------------------------------------------------------------------------
 
     def _call_model_fn(self, mode):
-        spec = support.call_with_optional_args(
+        spec = _support.call_with_optional_args(
             self._model_fn,
             {"mode": mode, "params": self._params_for(mode), "config": self._config})
         if not isinstance(spec, IPUPipelineEstimatorSpec):

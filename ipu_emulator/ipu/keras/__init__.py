@@ -8,7 +8,7 @@
 ``data_adapter`` the checks the IPU makes on the data given to ``fit``/``evaluate``/``predict``
 ``layers``        the SDK 2.x ``ipu.keras.layers`` (``Dropout``, ``Embedding``, ``LayerNorm``
                   emulated; the rest are stubs)
-``losses``, ``optimizers`` (SDK 2.x) are stub modules made by ``ipu.unemulated``.
+``losses``, ``optimizers`` (SDK 2.x) are stub modules made by ``ipu._unemulated``.
 """
 import importlib
 
