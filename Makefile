@@ -25,9 +25,10 @@ STAGE := $(PYTHON) scripts/stage_times.py run
 # The pure layers (plain Python, no TensorFlow: pyproject.toml's import contracts keep them so),
 # plus cli/profiling, the only other module with docstring examples.  Every docstring example
 # runs as a test; test-fast runs them with the pure layers' own tests.
-PURE_MODULES := ipu_emulator/sim ipu_emulator/views ipu_emulator/record.py ipu_emulator/exercises widgets \
-	ipu_emulator/cli/profiling.py
-PURE_TESTS := tests/sim tests/views tests/widgets tests/exercises tests/cli/test_simulate.py
+PURE_MODULES := ipu_emulator/sim ipu_emulator/views ipu_emulator/record.py ipu_emulator/exercises \
+	ipu_emulator/lessons widgets ipu_emulator/cli/profiling.py
+PURE_TESTS := tests/sim tests/views tests/lessons tests/widgets tests/exercises \
+	tests/cli/test_simulate.py
 
 env: $(STAMP)
 

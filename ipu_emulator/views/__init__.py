@@ -13,13 +13,8 @@ Every time shown names its clock, so simulated IPU time is never mistaken for ho
     >>> ax = plot_timeline(timeline)              # doctest: +SKIP
     >>> figure = show_trace(timeline)             # SVG in a notebook, no matplotlib needed
 """
-# What a lesson needs beside the drawing: one pass of a pipeline, and its bubble by cause.
-from ipu_emulator.sim.bubbles import bubble_breakdown, textbook_bubble
-from ipu_emulator.sim.passes import one_pass
 from ipu_emulator.views.export import save_chrome_trace, to_chrome_trace, to_dict
 from ipu_emulator.views.matplotlib_trace import plot_comparison, plot_timeline
-from ipu_emulator.views.placement import devices_by_layer
-from ipu_emulator.views.progress import progress
 from ipu_emulator.views.style import (KIND_COLOURS, PHASE_COLOURS, format_seconds,
                                       pick_time_unit, time_unit_scale)
 from ipu_emulator.views.summary import summary_table
@@ -30,6 +25,5 @@ from ipu_emulator.views.zoom import ipu_window
 __all__ = [
     "KIND_COLOURS", "PHASE_COLOURS", "format_seconds", "pick_time_unit", "time_unit_scale",
     "plot_timeline", "plot_comparison", "summary_table", "timeline_svg", "show_trace",
-    "to_chrome_trace", "save_chrome_trace", "to_dict", "one_pass", "bubble_breakdown",
-    "textbook_bubble", "progress", "ipu_window", "devices_by_layer",
+    "to_chrome_trace", "save_chrome_trace", "to_dict", "ipu_window",
 ]

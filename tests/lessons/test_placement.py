@@ -1,6 +1,6 @@
-"""views.devices_by_layer: a trace's (device, node) pairs grouped by layer (notebook 06)."""
-from ipu_emulator.views import devices_by_layer
-from ipu_emulator.views.placement import ACCUMULATORS, layer_of
+"""lessons.devices_by_layer: a trace's (device, node) pairs grouped by layer (notebook 06)."""
+from ipu_emulator.lessons import devices_by_layer
+from ipu_emulator.lessons.placement import ACCUMULATORS, layer_of
 
 CPU = "/job:localhost/replica:0/task:0/device:CPU:{}".format
 

@@ -10,7 +10,7 @@ from ipu_emulator.record import ComputeCost, EngineRun, PipelineSettings  # noqa
 from ipu_emulator.sim import builtin_models, cost_model  # noqa: E402
 from ipu_emulator.sim.pipeline_simulator import simulate_pipeline, unit_stages  # noqa: E402
 from ipu_emulator.sim.recorded_runs import simulate_run  # noqa: E402
-from ipu_emulator.views import pipeline_lessons as lessons  # noqa: E402
+from ipu_emulator import lessons  # noqa: E402
 
 
 def pipelined_run(repeat_count=4):
