@@ -52,6 +52,7 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: _rank(unit_of(item.nodeid)))   # stable inside a unit
 
 
+@pytest.hookimpl(optionalhook=True)   # a run without pytest-xdist (-p no:xdist) has no such hook
 def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
