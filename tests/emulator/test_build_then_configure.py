@@ -6,21 +6,16 @@ mattered there.  Here the shards still land on their own devices, pipelines of 2
 stages train under every schedule with the same losses as when configured first, and the
 SDK's errors still come when the counts really do not fit.
 """
-import json
-import os
-import pathlib
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from ipu_emulator import ipu, record
+from tests.support.child_python import ROOT, run_emulator
 from tests.support.ipu_systems import configure_ipus
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 LAYOUT = ROOT / "tests" / "layouts" / "pipelining_tutorial_layout.py"
 
 pytestmark = pytest.mark.usefixtures("fresh_ipu_system")  # see conftest.py
@@ -114,34 +109,48 @@ def test_a_second_device_built_for_before_configuring_runs_on_its_own_ipus(graph
 
 # --- the tutorial's own layout, through the runner ------------------------------------------
 
-def run_layout(tmp_path, *args):
-    env = dict(os.environ, IPU_EMULATOR_DATA="sample", TF_CPP_MIN_LOG_LEVEL="2")
-    trace = tmp_path / "trace.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "ipu_emulator", "run", "--tf1", "--seed", "1",
-         "--trace", str(trace), str(LAYOUT), "--batches-to-accumulate", "8"] + list(args),
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    return result, trace
+def run_layout(workdir, *args):
+    return run_emulator("run", "--tf1", "--seed", "1", "--trace", "trace.json", LAYOUT,
+                        "--batches-to-accumulate", "8", *args, cwd=workdir)
 
 
-def losses_and_lanes(tmp_path, *args):
-    result, trace = run_layout(tmp_path, *args)
-    assert result.returncode == 0, result.stderr[-3000:]
+def losses_and_lanes(result):
+    result.check()
     assert result.stdout.rstrip().splitlines()[-1].startswith("Elapsed")
     losses = [float(m) for m in re.findall(r"Mean loss: ([0-9.]+)", result.stdout)]
-    events = json.loads(trace.read_text())["traceEvents"]
+    events = result.read_json("trace.json")["traceEvents"]
     lanes = {e["args"]["name"] for e in events
              if e.get("ph") == "M" and e.get("name") == "thread_name"}
     return losses, sorted(lane for lane in lanes if lane.startswith("IPU"))
 
 
 @pytest.fixture(scope="module")
-def single_ipu_losses(tmp_path_factory):
-    losses, lanes = losses_and_lanes(tmp_path_factory.mktemp("step1"), "--step", "1")
+def layout(tmp_path_factory):
+    """``layout(*args)``: the layout's run with these arguments, each run once in this module
+    (``--step 3 --replicas 2`` is asked for by two tests)."""
+    runs = {}
+
+    def run(*args):
+        if args not in runs:
+            runs[args] = run_layout(tmp_path_factory.mktemp("layout"), *args)
+        return runs[args]
+    return run
+
+
+# The tests sharing a reference run (and so the layout fixture's runs) are kept on one xdist
+# worker each.
+AGAINST_ONE_IPU = pytest.mark.xdist_group("layout_against_one_ipu")
+AGAINST_ONE_IPU_REPLICATED = pytest.mark.xdist_group("layout_against_one_ipu_replicated")
+
+
+@pytest.fixture(scope="module")
+def single_ipu_losses(layout):
+    losses, lanes = losses_and_lanes(layout("--step", "1"))
     assert len(losses) == 3 and losses[-1] < losses[0] and lanes == ["IPU0"]
     return losses
 
 
+@AGAINST_ONE_IPU
 @pytest.mark.parametrize("args, ipus", [
     (["--step", "2"], 2),
     (["--step", "3", "--schedule", "Grouped"], 2),
@@ -150,45 +159,47 @@ def single_ipu_losses(tmp_path_factory):
     (["--step", "4", "--splits", "dense128", "dense64", "dense32", "--schedule", "Grouped"], 4),
     (["--step", "4", "--splits", "dense128", "dense64", "dense32", "--schedule", "Interleaved"], 4),
 ], ids=["sharded", "grouped-2", "interleaved-2", "sequential-2", "grouped-4", "interleaved-4"])
-def test_tutorial_layouts_configured_last_train_like_one_ipu(tmp_path, single_ipu_losses, args, ipus):
+def test_tutorial_layouts_configured_last_train_like_one_ipu(layout, single_ipu_losses, args, ipus):
     # Sharding and pipelining change where the work runs, not what it computes: every
     # layout gives the single IPU's gradient-accumulation losses, on its own IPUs.
-    losses, lanes = losses_and_lanes(tmp_path, *args)
+    losses, lanes = losses_and_lanes(layout(*args))
     np.testing.assert_allclose(losses, single_ipu_losses, rtol=1e-5)
     assert lanes == ["IPU%d" % k for k in range(ipus)]
 
 
-def test_three_stages_configured_last_are_refused_as_by_the_sdk(tmp_path):
-    result, _ = run_layout(tmp_path, "--step", "4", "--splits", "dense128", "dense64")
+def test_three_stages_configured_last_are_refused_as_by_the_sdk(layout):
+    result = layout("--step", "4", "--splits", "dense128", "dense64")
     assert result.returncode != 0
     assert ("FailedPreconditionError: Unsupported number of IPUs requested - could not find "
             "an IPU device with 3 IPUs") in result.stderr
 
 
 @pytest.fixture(scope="module")
-def replicated_single_ipu_losses(tmp_path_factory):
-    losses, lanes = losses_and_lanes(tmp_path_factory.mktemp("step1x2"), "--step", "1",
-                                     "--replicas", "2")
+def replicated_single_ipu_losses(layout):
+    losses, lanes = losses_and_lanes(layout("--step", "1", "--replicas", "2"))
     assert lanes == ["IPU0", "IPU1"]
     return losses
 
 
+@AGAINST_ONE_IPU_REPLICATED
 @pytest.mark.parametrize("step", ["2", "3"], ids=["sharded", "pipelined"])
 def test_extra_ipus_replicate_a_program_built_before_configuring(
-        tmp_path, replicated_single_ipu_losses, step):
+        layout, replicated_single_ipu_losses, step):
     # Two IPUs' worth of shards or stages on four IPUs: the device replicates the program
     # twice, decided at its first run; both replicas start from the same weights and the
     # CrossReplicaOptimizer keeps them together, so the losses are the data-parallel single
     # IPU's.
-    losses, lanes = losses_and_lanes(tmp_path, "--step", step, "--replicas", "2")
+    losses, lanes = losses_and_lanes(layout("--step", step, "--replicas", "2"))
     np.testing.assert_allclose(losses, replicated_single_ipu_losses, rtol=1e-5)
     assert lanes == ["IPU0", "IPU1", "IPU2", "IPU3"]
 
 
-def test_replicas_decided_at_the_first_run_match_configuring_first(tmp_path):
-    args = ["--step", "3", "--replicas", "2"]
-    last, _ = losses_and_lanes(tmp_path, *args)
-    first, _ = losses_and_lanes(tmp_path, *args, "--configure-first")
+@AGAINST_ONE_IPU_REPLICATED
+def test_replicas_decided_at_the_first_run_match_configuring_first(layout):
+    # The first run is the one test_extra_ipus_replicate_a_program_built_before_configuring
+    # [pipelined] checks (run once for both).
+    last, _ = losses_and_lanes(layout("--step", "3", "--replicas", "2"))
+    first, _ = losses_and_lanes(layout("--step", "3", "--replicas", "2", "--configure-first"))
     assert last == first
 
 

@@ -4,8 +4,6 @@ import json
 import logging
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
@@ -22,6 +20,7 @@ from ipu_emulator.ipu.config import (
     SelectionOrder,
     StochasticRoundingBehaviour,
 )
+from tests.support.child_python import run_python
 
 INT_OR_INTS = "typing.Union[int, typing.List[int], typing.Tuple[int, ...]]"
 
@@ -662,4 +661,4 @@ def test_system_and_config_modules_do_not_import_tensorflow():
         "config.IPUConfig().to_json()\n"
         "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    run_python(code, timeout=60).check()

@@ -8,7 +8,6 @@ import importlib.resources
 import os
 import pickle
 import socket
-import subprocess
 import sys
 import warnings
 
@@ -22,6 +21,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 from ipu_emulator.data import datasets  # noqa: E402
 from ipu_emulator.data.datasets import (  # noqa: E402
     SampleDataWarning, cifar10, cifar100, fashion_mnist, mnist)
+from tests.support.child_python import child_env, run_python  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -274,10 +274,8 @@ def test_sample_warnings_are_one_line_each_on_stderr(tmp_path):
     script = ("from ipu_emulator.data.datasets import mnist, fashion_mnist\n"
               "mnist.load_data(); mnist.load_data()\n"
               "fashion_mnist.load_data(); fashion_mnist.load_data()\n")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
-    env.update(IPU_EMULATOR_DATA="sample", HOME=str(tmp_path))
-    finished = subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path,
-                              capture_output=True, text=True, timeout=120, check=True)
+    # child_env: no PYTHONWARNINGS from the shell, IPU_EMULATOR_DATA=sample.
+    finished = run_python(script, cwd=tmp_path, env=child_env(HOME=tmp_path), timeout=120).check()
     assert finished.stderr.splitlines() == [
         "ipu_emulator: IPU_EMULATOR_DATA=sample; using the bundled sample of 4,000 real "
         "MNIST digits instead of the full MNIST.",

@@ -7,11 +7,7 @@ tests/layouts/ run through the runner in TF1 and TF2 mode on CIFAR-10-shaped dat
 """
 import logging
 import math
-import os
-import pathlib
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -25,8 +21,8 @@ from ipu_emulator.ipu.ipu_pipeline_estimator import (IPUPipelineEstimator,
                                                      IPUPipelineEstimatorSpec)
 from ipu_emulator.ipu.ipu_run_config import IPURunConfig, RunConfig
 from ipu_emulator.ipu.ops import pipelining_ops
+from tests.support.child_python import ROOT, run_emulator
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 LAYOUTS = ROOT / "tests" / "layouts"
 RNG = np.random.RandomState(0)
 X = RNG.randn(128, 3).astype(np.float32)
@@ -249,10 +245,7 @@ def test_pipeline_depth_is_the_accumulation_count():
 # --- through the runner, TF1 and TF2 mode ------------------------------------------------------
 
 def run_layout(name, *args, tf1, cwd):
-    env = dict(os.environ, IPU_EMULATOR_DATA="sample", TF_CPP_MIN_LOG_LEVEL="2")
-    command = [sys.executable, "-m", "ipu_emulator", "run"] + (["--tf1"] if tf1 else [])
-    return subprocess.run(command + [str(LAYOUTS / name), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return run_emulator("run", *(["--tf1"] if tf1 else []), LAYOUTS / name, *args, cwd=cwd)
 
 
 @pytest.mark.parametrize("tf1", [True, False], ids=["tf1", "tf2"])
@@ -360,8 +353,5 @@ def test_loops_in_a_hand_built_graph_work_in_tf2_mode(tmp_path):
     # of its own; the loop must stay a loop of the graph, so its outfeed can be dequeued.
     script = tmp_path / "graph_script.py"
     script.write_text(GRAPH_SCRIPT)
-    env = dict(os.environ, IPU_EMULATOR_DATA="sample", TF_CPP_MIN_LOG_LEVEL="2")
-    result = subprocess.run([sys.executable, "-m", "ipu_emulator", "run", str(script)],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = run_emulator("run", script, cwd=tmp_path).check()
     assert result.stdout.strip().splitlines()[-1] == "outfed [1.0, 5.0, 9.0, 13.0]"

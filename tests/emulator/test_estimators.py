@@ -1,9 +1,6 @@
 """IPURunConfig, RunConfig, IPUEstimatorSpec and IPUEstimator (IPU_API.md section 9)."""
 import logging
 import os
-import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,8 +13,8 @@ from ipu_emulator.ipu import config as ipu_config
 from ipu_emulator.ipu import ipu_compiler, scopes, utils
 from ipu_emulator.ipu.ipu_estimator import IPUEstimator, IPUEstimatorSpec, ModeKeys
 from ipu_emulator.ipu.ipu_run_config import IPURunConfig, RunConfig
+from tests.support.child_python import ROOT, run_emulator
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 TRUE_W = np.array([[1.0], [-2.0], [0.5]], np.float32)
 TRUE_B = 0.3
 
@@ -816,13 +813,8 @@ def test_mode_keys_have_the_estimator_values():
 
 def test_estimator_script_runs_through_the_runner(tmp_path):
     """An SDK-style script using tf.estimator.ModeKeys and the IPU estimator imports."""
-    env = dict(os.environ, IPU_EMULATOR_DATA="sample", TF_CPP_MIN_LOG_LEVEL="2")
-    result = subprocess.run(
-        [sys.executable, "-m", "ipu_emulator", "run", "--tf1",
-         str(ROOT / "examples" / "tf1_ipu_estimator.py"), "--model-dir", str(tmp_path),
-         "--steps", "40"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = run_emulator("run", "--tf1", ROOT / "examples" / "tf1_ipu_estimator.py",
+                          "--model-dir", tmp_path, "--steps", "40", cwd=tmp_path).check()
     # 40 training steps in runs of 10, then 1,000 test digits / 32 = 31 batches, evaluated
     # as 30 steps in runs of 10.
     assert "ipu_emulator: 7 engine runs, 70 loop iterations" in result.stderr

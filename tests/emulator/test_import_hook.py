@@ -2,7 +2,6 @@
 reports.  The hook is only ever installed into temporary directories here."""
 import json
 import os
-import subprocess
 import sys
 import textwrap
 
@@ -10,8 +9,7 @@ import pytest
 
 from ipu_emulator.cli import profiling, shell_wrappers, startup_hook
 from ipu_emulator.__main__ import main
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.support.child_python import ROOT, child_env, run_python
 
 
 def test_install_and_uninstall_write_and_remove_one_pth_file(tmp_path, capsys):
@@ -58,11 +56,10 @@ def test_with_the_hook_plain_python_imports_the_sdk_names_and_writes_reports(tmp
         with tf.Session() as sess:
             print("result", sess.run(y, {x: [1.0, 2.0]}).tolist())
     """)
-    environment = dict(os.environ, PYTHONPATH=REPO, POPLAR_ENGINE_OPTIONS=json.dumps(
+    # A fresh interpreter of its own: the TF1 hook switches TensorFlow to graph mode.
+    environment = child_env(PYTHONPATH=ROOT, POPLAR_ENGINE_OPTIONS=json.dumps(
         {"autoReport.all": "true", "autoReport.directory": str(report_dir)}))
-    done = subprocess.run([sys.executable, "-c", program, str(site_dir)], env=environment,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = run_python(program, site_dir, env=environment).check()
     assert "result [2.0, 4.0]" in done.stdout
     trace = json.loads((report_dir / profiling.TRACE_FILE).read_text())
     assert any(e.get("ph") == "X" and e.get("cat") == "forward" for e in trace["traceEvents"])
@@ -86,10 +83,8 @@ def test_with_the_hook_tensorflow_python_keras_is_legacy_keras_and_offline(tmp_p
         (x, y), _ = mnist.load_data()
         print("mnist", x.shape)
     """)
-    environment = dict(os.environ, PYTHONPATH=REPO, IPU_EMULATOR_DATA="sample")
-    done = subprocess.run([sys.executable, "-c", program, str(site_dir)], env=environment,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    # A fresh interpreter of its own: the default (TF2) hook, active before TensorFlow loads.
+    done = run_python(program, site_dir, env=child_env(PYTHONPATH=ROOT)).check()
     assert "mnist (4000, 28, 28)" in done.stdout
     assert "bundled sample" in done.stderr
 
@@ -121,4 +116,4 @@ def test_shell_scripts_are_told_apart_from_python_scripts(tmp_path):
     python.write_text("#!/usr/bin/env python3\nprint('hi')\n")
     assert not shell_wrappers.is_python_script(str(shell))
     assert shell_wrappers.is_python_script(str(python))
-    assert not shell_wrappers.is_python_script(os.path.join(REPO, "examples", "profile_step3.sh"))
+    assert not shell_wrappers.is_python_script(os.path.join(ROOT, "examples", "profile_step3.sh"))

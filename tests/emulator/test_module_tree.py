@@ -1,6 +1,7 @@
 """The SDK's public module tree (SDK 0.9 to 3.4) resolves, and its names behave as they should.
 
-* every mapped module imports through the runner's import machinery (one subprocess),
+* every mapped module imports through the runner's import machinery (checked in the runner
+  process of the TF2 script below: one child for both),
 * names the emulator does not emulate import, and raise NotImplementedError naming the
   feature only when used; misspelt names still fail to import,
 * the ops in the tutorials' scope compute real results (dropout, replication_index, group
@@ -8,8 +9,6 @@
 * end to end: a TF2 script written against ``tensorflow.python.keras`` and a TF1 script
   written against ``tensorflow.contrib.ipu`` run through ``python -m ipu_emulator run``.
 """
-import os
-import subprocess
 import sys
 import textwrap
 
@@ -22,6 +21,7 @@ from ipu_emulator.cli import import_aliases
 from ipu_emulator.ipu import _unemulated as unemulated, ipu_compiler, ipu_outfeed_queue, loops, scopes
 from ipu_emulator.ipu.ops import (embedding_ops, functional_ops, math_ops, nn_ops,
                                   normalization_ops, rand_ops, replication_ops)
+from tests.support.child_python import run_emulator
 from tests.support.ipu_systems import configure_ipus
 
 SDK = "tensorflow.python.ipu."
@@ -61,32 +61,37 @@ def all_mapped_module_names():
     return names
 
 
-def run_python(code, timeout=240):
-    env = dict(os.environ, IPU_EMULATOR_DATA="sample", TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+# Appended to the TF2 script below, so the runner's TF2 process that runs the script (after
+# runner.prepare(), as for any script) then imports every mapped module: one child for both.
+MAPPED_MODULES_CHECK = textwrap.dedent("""
+    import importlib as _importlib, sys as _sys
+    _failed = []
+    for _name in %r:
+        try:
+            _module = _importlib.import_module(_name)
+            assert _sys.modules[_name] is _module
+        except Exception as _error:
+            _failed.append("%%s: %%r" %% (_name, _error))
+    from tensorflow.python import keras as _keras
+    import tf_keras as _tf_keras
+    assert _keras is _tf_keras, _keras
+    print("FAILED", _failed)
+""") % (all_mapped_module_names(),)
+TF2_RUNNER_CHILD = pytest.mark.xdist_group("module_tree_tf2_runner_child")
 
 
-def test_every_mapped_module_imports_under_the_runner_machinery():
-    code = textwrap.dedent("""
-        import importlib, sys
-        from ipu_emulator.cli import runner
-        runner.prepare()
-        failed = []
-        for name in %r:
-            try:
-                module = importlib.import_module(name)
-                assert sys.modules[name] is module
-            except Exception as error:
-                failed.append("%%s: %%r" %% (name, error))
-        from tensorflow.python import keras
-        import tf_keras
-        assert keras is tf_keras, keras
-        print("FAILED", failed)
-    """) % (all_mapped_module_names(),)
-    result = run_python(code)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "FAILED []" in result.stdout, result.stdout[-3000:]
+@pytest.fixture(scope="module")
+def tf2_runner_child(tmp_path_factory):
+    """The TF2 script below and then MAPPED_MODULES_CHECK, in one runner process."""
+    workdir = tmp_path_factory.mktemp("tf2_script")
+    (workdir / "script.py").write_text(TF2_KERAS_SCRIPT + MAPPED_MODULES_CHECK)
+    return run_emulator("run", workdir / "script.py", cwd=workdir)
+
+
+@TF2_RUNNER_CHILD
+def test_every_mapped_module_imports_under_the_runner_machinery(tf2_runner_child):
+    result = tf2_runner_child.check()
+    assert "FAILED []" in result.stdout.splitlines(), result.stdout[-3000:]
 
 
 # --- names outside the emulated scope -------------------------------------------------
@@ -369,17 +374,19 @@ print("TF1 contrib script done, loss %.4f" % last)
 
 
 @pytest.mark.parametrize("script, flags, final_line", [
-    (TF2_KERAS_SCRIPT, [], "TF2 keras script done"),
+    pytest.param(TF2_KERAS_SCRIPT, [], "TF2 keras script done", marks=TF2_RUNNER_CHILD),
     (TF1_CONTRIB_SCRIPT, ["--tf1"], "TF1 contrib script done"),
 ], ids=["tf2-tensorflow.python.keras", "tf1-tensorflow.contrib.ipu"])
-def test_sdk_era_scripts_run_through_the_runner(tmp_path, script, flags, final_line):
-    path = tmp_path / "script.py"
-    path.write_text(script)
-    env = dict(os.environ, IPU_EMULATOR_DATA="sample", TF_CPP_MIN_LOG_LEVEL="2")
-    result = subprocess.run([sys.executable, "-m", "ipu_emulator", "run", *flags, str(path)],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip().splitlines()[-1].startswith(final_line), result.stdout
+def test_sdk_era_scripts_run_through_the_runner(request, tmp_path, script, flags, final_line):
+    if script is TF2_KERAS_SCRIPT:  # the runner process shared with the mapped-modules check
+        result = request.getfixturevalue("tf2_runner_child").check()
+    else:
+        path = tmp_path / "script.py"
+        path.write_text(script)
+        result = run_emulator("run", *flags, path, cwd=tmp_path).check()
+    script_output = [line for line in result.stdout.strip().splitlines()
+                     if not line.startswith("FAILED ")]  # not MAPPED_MODULES_CHECK's line
+    assert script_output[-1].startswith(final_line), result.stdout
 
 
 def test_a_module_written_for_real_wins_over_its_stub(tmp_path, monkeypatch):

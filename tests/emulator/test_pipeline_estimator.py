@@ -1,10 +1,6 @@
 """IPUPipelineEstimatorSpec and IPUPipelineEstimator (IPU_API.md section 9.4)."""
 import logging
-import os
-import pathlib
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,6 +13,7 @@ from ipu_emulator.ipu.ipu_pipeline_estimator import (IPUPipelineEstimator,
                                                      IPUPipelineEstimatorSpec)
 from ipu_emulator.ipu.ipu_run_config import IPURunConfig, RunConfig
 from ipu_emulator.ipu.ops import pipelining_ops
+from tests.support.child_python import ROOT, run_emulator
 
 TRUE_W = np.array([[1.0], [-2.0], [0.5]], np.float32)
 RNG = np.random.RandomState(0)
@@ -306,14 +303,9 @@ def test_predict_needs_a_tensor_or_dict_from_the_last_stage(tmp_path):
 
 def test_tutorial_style_script_runs_through_the_runner(tmp_path):
     """The pipelining tutorial's estimator example: SDK imports, tf.estimator.ModeKeys."""
-    script = pathlib.Path(__file__).resolve().parents[2] / "examples" / \
-        "tf1_ipu_pipeline_estimator.py"
-    env = dict(os.environ, IPU_EMULATOR_DATA="sample", TF_CPP_MIN_LOG_LEVEL="2")
-    result = subprocess.run(
-        [sys.executable, "-m", "ipu_emulator", "run", "--tf1", "--seed", "1", str(script),
-         "--steps", "160", "--model-dir", str(tmp_path)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = run_emulator("run", "--tf1", "--seed", "1",
+                          ROOT / "examples" / "tf1_ipu_pipeline_estimator.py", "--steps", "160",
+                          "--model-dir", tmp_path, cwd=tmp_path).check()
     assert "ipu_emulator: 10 engine runs, 160 loop iterations" in result.stderr
     losses = [float(x) for x in re.findall(r"loss = ([0-9.]+), step", result.stderr)]
     assert len(losses) == 10

@@ -4,11 +4,7 @@ The feeds' ``replication_factor`` decides how many replicas such a program gets;
 configured afterwards must give the same factor (its IPUs over the program's shards), else
 the first run fails with the SDK's mismatch error.
 """
-import os
-import pathlib
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -19,8 +15,8 @@ from ipu_emulator.runtime import configured_system
 from ipu_emulator.ipu import (ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue, loops,
                               optimizers, scopes, utils)
 from ipu_emulator.runtime import replication
+from tests.support.child_python import ROOT, run_emulator
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 IPU = "/device:IPU:0"
 
 
@@ -201,11 +197,8 @@ def test_training_built_first_matches_training_configured_first():
 
 
 def run_example(tmp_path, *args):
-    env = dict(os.environ, IPU_EMULATOR_DATA="sample", TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run(
-        [sys.executable, "-m", "ipu_emulator", "run", "--tf1",
-         str(ROOT / "examples" / "tf1_configure_after_build.py")] + list(args),
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    return run_emulator("run", "--tf1", ROOT / "examples" / "tf1_configure_after_build.py",
+                        *args, cwd=tmp_path)
 
 
 def test_user_guide_layout_runs_unmodified_with_two_replicas(tmp_path):
