@@ -1,8 +1,6 @@
 """``views.show_trace``: the SVG trace as a notebook figure, the same in JupyterLab and in
 JupyterLite (no matplotlib): the picture timeline_svg draws, a text line naming it for a
 notebook JupyterLab does not trust yet, and the errors timeline_svg raises."""
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -12,6 +10,7 @@ from ipu_emulator import views
 from ipu_emulator.sim.pipeline_simulator import simulate_pipeline, unit_stages
 from ipu_emulator.views.legibility import svg_problems
 from ipu_emulator.views.trace_figure import TraceFigure, fluid, show_trace
+from tests.support.child_python import run_python
 
 
 def pipeline(schedule="grouped", micro_batches=8):
@@ -62,8 +61,7 @@ def test_it_needs_no_matplotlib():
             "from ipu_emulator.sim.pipeline_simulator import simulate_pipeline, unit_stages\n"
             "t = simulate_pipeline(unit_stages(2), 'grouped', 4, unit_cost=True)\n"
             "print(views.show_trace(t)._repr_svg_()[:4])")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=120)
+    result = run_python(code, timeout=120)
     assert result.stdout.strip() == "<svg", result.stderr[-2000:]
 
 

@@ -1,7 +1,5 @@
 """Views: matplotlib trace, comparison figure, text summary, Chrome trace, plain data."""
 import json
-import subprocess
-import sys
 import textwrap
 
 import matplotlib
@@ -23,6 +21,8 @@ from ipu_emulator.views import (  # noqa: E402
     to_dict,
 )
 from matplotlib.collections import PolyCollection  # noqa: E402
+
+from tests.support.child_python import run_python  # noqa: E402
 
 STEP = ComputeCost(forward_flops=2e9, backward_flops=4e9, weight_update_flops=1e7,
                    bytes_accessed=1e8, parameter_bytes=1000, activation_bytes=1000)
@@ -197,7 +197,7 @@ def test_simulator_and_views_do_not_import_tensorflow():
         views.plot_timeline(t); views.to_chrome_trace(t); views.summary_table(t)
         print("tensorflow" in sys.modules)
     """)
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    result = run_python(code).check()
     assert result.stdout.strip() == "False"
 
 

@@ -1,8 +1,6 @@
 """FeedsExplorer: steps per execution against the host's launch overhead (pure simulator)."""
 import math
 import re
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -10,6 +8,7 @@ import pytest
 from ipu_emulator.sim import hardware
 from ipu_emulator.sim.feeds import tutorial3_step_cost
 from ipu_emulator.views.legibility import svg_problems
+from tests.support.child_python import run_python
 from widgets.feeds_explorer import (HOSTS, STEPS_PER_EXECUTION_CHOICES, TRACE_STEPS,
                                     FeedsConfig, FeedsExplorer, first_steps, simulate, sweep)
 
@@ -131,9 +130,7 @@ def test_the_drawing_is_legible(host, steps_per_execution):
 def test_importing_the_explorer_does_not_import_tensorflow():
     code = ("import sys; from widgets.feeds_explorer import FeedsExplorer; FeedsExplorer(); "
             "print('tensorflow' in sys.modules)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=120)
-    assert result.returncode == 0, result.stderr
+    result = run_python(code, timeout=120).check()
     assert result.stdout.strip() == "False"
 
 
@@ -143,8 +140,7 @@ def test_it_draws_without_matplotlib_or_numpy():
             "from widgets.feeds_explorer import FeedsExplorer\n"
             "e = FeedsExplorer(); e.steps_per_execution.value = 100\n"
             "print(e.redraw_count, repr(e.message.value), e.drawing.value.count('<svg'))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=120)
+    result = run_python(code, timeout=120)
     assert result.stdout.strip() == "2 '' 2", result.stderr[-2000:]
 
 

@@ -1,11 +1,9 @@
 """SplitsPicker and its pure helpers: splits in, stages, device size, accumulation count and
 the simulated trace out.  No TensorFlow here (the widget must not need it)."""
-import subprocess
-import sys
-
 import pytest
 
 from ipu_emulator.sim import schedules
+from tests.support.child_python import run_python
 from widgets.playground_model import split_points
 from widgets.splits_picker import (SplitsPicker, accumulation_count_for, describe_stages,
                                    evaluate, imbalance, ipu_work, ipus_for_splits,
@@ -15,9 +13,7 @@ from widgets.splits_picker import (SplitsPicker, accumulation_count_for, describ
 def test_importing_the_picker_does_not_import_tensorflow():
     code = ("import sys; from widgets.splits_picker import SplitsPicker; SplitsPicker(); "
             "print('tensorflow' in sys.modules)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=120)
-    assert result.returncode == 0, result.stderr
+    result = run_python(code, timeout=120).check()
     assert result.stdout.strip() == "False"
 
 

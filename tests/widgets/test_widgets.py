@@ -1,10 +1,8 @@
 """PipelinePlayground driven from the kernel: controls in, trace/metrics/messages out."""
-import subprocess
-import sys
-
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from tests.support.child_python import run_python
 from widgets import PipelinePlayground, PlaygroundConfig, simulate
 from widgets.playground_model import IPU_VERSIONS, SCHEDULES, split_points
 
@@ -19,9 +17,7 @@ def playground():
 def test_importing_widgets_does_not_import_tensorflow():
     code = ("import sys, widgets; widgets.PipelinePlayground(); "
             "print('tensorflow' in sys.modules)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=120)
-    assert result.returncode == 0, result.stderr
+    result = run_python(code, timeout=120).check()
     assert result.stdout.strip() == "False"
 
 
