@@ -108,7 +108,7 @@ def phase_bytes_or_flop_shares(cost: ComputeCost) -> Tuple[float, float, float]:
 class PipelineSettings:
     """How a pipelined program ran its stages (``pipelining_ops.pipeline`` arguments).
 
-    ``schedule`` is a name from ``schedules.SCHEDULE_NAMES`` ("grouped", "interleaved",
+    ``schedule`` is a name from ``schedule_rules.SCHEDULE_NAMES`` ("grouped", "interleaved",
     "sequential"); each engine run makes ``repeat_count`` passes of
     ``gradient_accumulation_count`` micro-batches; ``device_mapping[k]`` is stage ``k``'s IPU.
     """
@@ -212,9 +212,10 @@ def use_simulator(simulate_record) -> None:
 # Every engine run is appended to a bounded history (so "the last run" is always at hand)
 # and to every capture that is open, so a notebook can isolate the runs of one cell:
 #
-#     with ipu_emulator.capture() as runs:
+#     from ipu_emulator import record, views
+#     with record.capture() as runs:
 #         sess.run(train_one_epoch)
-#     runs.simulate().plot()
+#     views.plot_timeline(runs.simulate())
 
 import collections as _collections
 import contextlib as _contextlib

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Optional, Tuple
 
 from ipu_emulator.sim import builtin_models, cost_model, hardware, pipeline_simulator
-from ipu_emulator.sim.schedules import SCHEDULE_NAMES as SCHEDULES
+from ipu_emulator.sim.schedule_rules import SCHEDULE_NAMES as SCHEDULES
 from ipu_emulator.sim.timeline import Timeline
 
 IPU_VERSIONS = hardware.IPU_VERSIONS

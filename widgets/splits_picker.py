@@ -25,7 +25,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import ipywidgets as w
 
-from ipu_emulator.sim import builtin_models, cost_model, schedules
+from ipu_emulator.sim import builtin_models, cost_model, schedule_rules
 from ipu_emulator.sim.timeline import COMPUTE_KINDS, Timeline
 from .playground import metrics_html, render_svg
 from ipu_emulator.sim.hardware import next_power_of_two
@@ -51,7 +51,7 @@ def accumulation_count_for(schedule: str, num_stages: int, at_least: int = 16) -
     """The smallest gradient accumulation count >= ``at_least`` that ``schedule`` accepts
     for ``num_stages`` training stages (a multiple of the schedule's overlap: 2N for
     Grouped, N for Interleaved, anything for Sequential)."""
-    overlap = schedules.pipeline_overlap(schedule, num_stages, training=True)
+    overlap = schedule_rules.pipeline_overlap(schedule, num_stages, training=True)
     return max(1, -(-max(at_least, 1) // overlap)) * overlap
 
 

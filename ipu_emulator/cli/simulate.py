@@ -36,9 +36,11 @@ import textwrap
 from typing import List, Optional
 
 from ipu_emulator import views
-from ipu_emulator.sim import builtin_models, cost_model, pipeline_simulator, schedules
+from ipu_emulator.sim import (builtin_models, cost_model, pipeline_simulator, schedule_actions,
+                              schedule_rules, schedules)
 from ipu_emulator.sim.hardware import TARGETS
-from ipu_emulator.sim.schedules import InvalidScheduleError, PipelineConfigurationError
+from ipu_emulator.sim.schedule_actions import InvalidScheduleError
+from ipu_emulator.sim.schedule_rules import PipelineConfigurationError
 
 DEFAULT_STAGES = 4
 # The pipelining tutorial's defaults: --batches-to-accumulate 16, --batch-size 32.
@@ -66,7 +68,8 @@ LIMIT_HELP = (f"A request is refused if it would simulate more than MAX_EVENTS =
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     shape = parser.add_argument_group("pipeline", description=textwrap.fill(LIMIT_HELP, 78))
     shape.add_argument("--schedule", default="grouped", metavar="NAME",
-                       help="one of: " + ", ".join(schedules.SCHEDULE_NAMES) + " (default grouped)")
+                       help="one of: " + ", ".join(schedule_rules.SCHEDULE_NAMES)
+                       + " (default grouped)")
     shape.add_argument("--stages", type=int, default=None, metavar="S",
                        help=f"number of identical unit stages (default {DEFAULT_STAGES}; "
                             "with --model: the splits decide, and S must agree)")
@@ -192,7 +195,7 @@ def estimate_events(options) -> int:
     name = "single-ipu"
     if _is_pipeline(options):
         try:
-            name = schedules.normalise_schedule_name(options.schedule)
+            name = schedule_rules.normalise_schedule_name(options.schedule)
         except PipelineConfigurationError:
             name = "grouped"  # the SDK's message for the name comes when the schedule is built
     forward_backward = stages * micro_batches * (2 if training else 1)
@@ -307,7 +310,7 @@ def simulate(options):
     return schedule, timeline
 
 
-def to_json(schedule: schedules.Schedule, timeline, clock_hz: float) -> dict:
+def to_json(schedule: schedule_actions.Schedule, timeline, clock_hz: float) -> dict:
     """The timeline as JSON, each time in seconds and in cycles of the target's clock (in
     time steps for a unit-cost run)."""
     data = views.to_dict(timeline)
@@ -323,12 +326,13 @@ def to_json(schedule: schedules.Schedule, timeline, clock_hz: float) -> dict:
         "num_stages": schedule.num_stages,
         "micro_batches": schedule.micro_batches,
         "device_mapping": list(schedule.device_mapping),
-        "ipu_actions": [schedules.format_actions(actions) for actions in schedule.ipu_actions],
+        "ipu_actions": [schedule_actions.format_actions(actions)
+                        for actions in schedule.ipu_actions],
     }
     return data
 
 
-def steps_note(schedule: schedules.Schedule, timeline, options) -> Optional[str]:
+def steps_note(schedule: schedule_actions.Schedule, timeline, options) -> Optional[str]:
     """Why the printed schedule's time steps and the summary's makespan differ, or None when
     they agree (or the schedule is asynchronous and counts no steps)."""
     if not schedule.synchronous:
@@ -343,8 +347,9 @@ def steps_note(schedule: schedules.Schedule, timeline, options) -> Optional[str]
     if makespan == steps:
         return None
     reasons = []
-    if any(len([a for a in step if a.kind != schedules.UPDATE and schedule.ipu_of(a.stage) == ipu])
-           > 1 for step in schedule.steps for ipu in range(schedule.num_ipus)):
+    if any(len([a for a in step
+                if a.kind != schedule_actions.UPDATE and schedule.ipu_of(a.stage) == ipu]) > 1
+           for step in schedule.steps for ipu in range(schedule.num_ipus)):
         reasons.append("a step runs each IPU's actions one after another")
     if schedule.training:
         reasons.append("weight updates take no time")

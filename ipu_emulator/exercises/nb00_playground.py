@@ -10,7 +10,7 @@ from __future__ import annotations
 from ipu_emulator.exercises import exercise, is_whole_number, not_yet, right
 from ipu_emulator.sim.bubbles import textbook_bubble
 from ipu_emulator.sim.pipeline_simulator import simulate_pipeline, unit_stages
-from ipu_emulator.sim.schedules import PipelineConfigurationError
+from ipu_emulator.sim.schedule_rules import PipelineConfigurationError
 
 STAGES = 4
 MICRO_BATCHES = 16

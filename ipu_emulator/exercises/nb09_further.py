@@ -23,7 +23,7 @@ from ipu_emulator.sim.builtin_models import builtin_model
 from ipu_emulator.sim.cost_model import stage_costs
 from ipu_emulator.sim.passes import one_pass
 from ipu_emulator.sim.pipeline_simulator import simulate_pipeline
-from ipu_emulator.sim.schedules import PipelineConfigurationError
+from ipu_emulator.sim.schedule_rules import PipelineConfigurationError
 
 MICRO_BATCH = 32
 ACCUMULATION_COUNT = 16

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ipu_emulator.exercises import exercise, is_whole_number, not_yet, right, smallest_whole_number
 from ipu_emulator.sim.pipeline_simulator import simulate_pipeline, unit_stages
-from ipu_emulator.sim.schedules import PipelineConfigurationError
+from ipu_emulator.sim.schedule_rules import PipelineConfigurationError
 
 STAGES = 8
 BUBBLE_GOAL = 0.05

@@ -4,7 +4,7 @@
 ``ipu_backend``           ``configure_ipu_system``'s backend: device checks -> the configured system
 ``configured_system``     which TensorFlow IPU devices exist and how many IPUs each has
 ``programs``              what one ``ipu_compiler.compile`` built: its loops, feeds and outputs
-``graph_loops``           how a device loop is built into a graph (v1 control flow, name scope, infeed)
+``graph_loops``           a device loop built into a graph: v1 control flow, name scope, infeed
 ``pipeline_builder``      ``pipelining_ops.pipeline`` built as one while loop over the micro-batches
 ``gradient_accumulators`` an accumulator's type and how a gradient is added to it
 ``shards``                which IPU of a device an op runs on, made real with CPU devices

@@ -1,9 +1,10 @@
 """What the SDK's compiler refuses when it compiles a program: checked at its first run.
 
 On an IPU system a program is compiled when it first runs, for the device configured by
-then, and the backend's checks fail that ``sess.run`` with their ``tf.errors`` (IPU_API.md
-1.4, 4.4, 6.5, 7.1).  The session hook calls ``check`` at that moment, once per program and
-session, in the backend's order:
+then, and the backend's checks fail that ``sess.run`` with their ``tf.errors`` (Graphcore's
+TensorFlow user guide and API reference: device counts and replication, feed types, the
+pipeline's gradient accumulation count, the accumulation optimizers).  The session hook
+calls ``check`` at that moment, once per program and session, in the backend's order:
 
 * the infeed's element types and the program's own types (IPU-unsupported dtypes);
 * shards against the device's IPUs (the next power of two of the shards must divide them;
@@ -20,7 +21,7 @@ import logging
 import tensorflow as tf
 
 from ipu_emulator.runtime import configured_system
-from ipu_emulator.sim import schedules
+from ipu_emulator.sim import schedule_rules
 from . import device_types, programs, replication, shards
 
 _logger = logging.getLogger("ipu_emulator")
@@ -84,11 +85,11 @@ def _check_pipeline_counts(program) -> None:
             continue  # a count given as a tensor is checked on the device, every run
         settings = build.settings
         try:
-            schedules.check_gradient_accumulation_count(
+            schedule_rules.check_gradient_accumulation_count(
                 settings.schedule, len(settings.device_mapping),
                 settings.gradient_accumulation_count, settings.training,
                 list(settings.device_mapping))
-        except schedules.PipelineConfigurationError as error:
+        except schedule_rules.PipelineConfigurationError as error:
             raise getattr(tf.errors, error.sdk_error)(None, None, error.message) from None
 
 

@@ -26,9 +26,9 @@ from dataclasses import replace
 import tensorflow as tf
 
 from ipu_emulator import record
-from ipu_emulator.sim import hardware, schedule_rules, schedules
+from ipu_emulator.sim import hardware, schedule_rules
 from ipu_emulator.sim.cost_model import StageCost
-from ipu_emulator.sim.schedules import PipelineConfigurationError
+from ipu_emulator.sim.schedule_rules import PipelineConfigurationError
 from . import configured_system, graph_costs, tf2_programs
 
 # --- the stage of each layer invocation --------------------------------------------------
@@ -120,7 +120,7 @@ def plan(layer_stages, schedule, device_mapping, accumulation, mean, pipelining_
     # accumulation steps when training, all the execution's steps in inference.
     count = accumulation if training else steps_per_execution
     try:
-        schedules.check_gradient_accumulation_count(schedule, num_stages, count, training,
+        schedule_rules.check_gradient_accumulation_count(schedule, num_stages, count, training,
                                                     mapping)
     except PipelineConfigurationError as error:
         raise getattr(tf.errors, error.sdk_error)(None, None, error.message) from None
@@ -154,9 +154,9 @@ def completer(model, function, args, pipeline_plan, batch_bytes):
         if stages is None:
             stages = per_function[key] = _measure_stages(model, function, args, pipeline_plan,
                                                          batch_bytes)
-        return replace(run, stages=stages, pipeline=pipeline_plan.settings,
-                       num_ipus=pipeline_plan.num_shards,
-                       gradient_accumulation_count=pipeline_plan.settings.gradient_accumulation_count)
+        settings = pipeline_plan.settings
+        return replace(run, stages=stages, pipeline=settings, num_ipus=pipeline_plan.num_shards,
+                       gradient_accumulation_count=settings.gradient_accumulation_count)
 
     return complete
 
@@ -166,8 +166,8 @@ def _measure_stages(model, function, args, pipeline_plan, batch_bytes):
     forward or its gradient) belong to that layer's stage; the loss and metrics to the last
     stage (where the SDK computes them); the weight update is shared by the stages in
     proportion to the weights they hold (an optimizer's ops do not name the layer).  In
-    training the model accumulates gradients (see ``ipu.keras.extensions``): the update is the branch
-    taken once per accumulation."""
+    training the model accumulates gradients (see ``ipu.keras.extensions``): the update is the
+    branch taken once per accumulation."""
     layer_stages = pipeline_plan.layer_stages
     num_stages = len(pipeline_plan.settings.device_mapping)
     concrete = function.get_concrete_function(*args)

@@ -2,7 +2,8 @@
 
 On an IPU system ``ipu_compiler.compile`` only records the computation.  Poplar compiles it
 when it first runs, for the device configured by then, and only then fixes how many
-replicas it has (IPU_API.md 1.4: the device's IPUs over the program's shards).  So the
+replicas it has (the device's IPUs over the program's shards: Graphcore's TensorFlow user
+guide, "Selecting the number of replicas").  So the
 order never mattered there, and Graphcore's scripts often build the whole model first and
 configure the IPUs just before opening the session.
 

@@ -33,7 +33,7 @@ import tensorflow as tf
 from tensorflow.python.util import nest
 
 from ipu_emulator import record
-from ipu_emulator.sim import schedules
+from ipu_emulator.sim import schedule_rules
 from . import configured_system, graph_costs, graph_loops, programs, replication, shards
 from .gradient_accumulators import accumulate, accumulator_dtype
 
@@ -172,8 +172,8 @@ class PipelineBuilder:
         return tf.group(counter, name="pipeline")
 
     def _runtime_count_check(self, gac):
-        overlap = schedules.pipeline_overlap(
-            schedules.normalise_schedule_name(self.schedule), len(self.stages), self.training,
+        overlap = schedule_rules.pipeline_overlap(
+            schedule_rules.normalise_schedule_name(self.schedule), len(self.stages), self.training,
             [stage_ipus(m)[0] for m in self.device_mapping])
         message = ("Pipeline depth is invalid. Check that pipeline depth is divisible by the "
                    "overlap length (%d) and pipeline depth is >= %d.\nThis number might be "
@@ -503,7 +503,7 @@ class PipelineBuilder:
         gac_is_static = not isinstance(self.gac, (tf.Tensor, tf.Variable))
         repeat_static = not isinstance(self.repeat_count, (tf.Tensor, tf.Variable))
         settings = record.PipelineSettings(
-            schedule=schedules.normalise_schedule_name(self.schedule),
+            schedule=schedule_rules.normalise_schedule_name(self.schedule),
             gradient_accumulation_count=int(self.gac) if gac_is_static else 0,
             repeat_count=int(self.repeat_count) if repeat_static else 1,
             device_mapping=tuple(stage_ipus(m)[0] for m in self.device_mapping),

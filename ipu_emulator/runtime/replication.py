@@ -1,9 +1,10 @@
 """Replication: a program on a device with more IPUs than it has shards runs as copies.
 
-On an IPU system the replication factor is implicit (IPU_API.md 1.4): a program using ``S``
-shards on a device of ``N`` IPUs is copied ``N / S`` times, each replica holding its own
-variables and taking its own infeed elements; replicas only talk through cross-replica
-collectives such as the gradient all-reduce of ``CrossReplicaOptimizer``.
+On an IPU system the replication factor is implicit (Graphcore's TensorFlow user guide,
+"Selecting the number of replicas"): a program using ``S`` shards on a device of ``N`` IPUs
+is copied ``N / S`` times, each replica holding its own variables and taking its own infeed
+elements; replicas only talk through cross-replica collectives such as the gradient
+all-reduce of ``CrossReplicaOptimizer``.
 
 The emulator builds the copies into the one TensorFlow graph, so they really run side by side:
 
@@ -96,7 +97,8 @@ def shard_mismatch_message(num_ipus: int, num_shards: int) -> Optional[str]:
 
 
 # The SDK <= 2.0 backend's errors when a feed's replication_factor is not the program's
-# (IPU_API.md 4.3 and 5.3); the infeed's C format "% d" prints two spaces before the number.
+# (the SDK's infeed and outfeed queue ops); the infeed's C format "% d" prints two spaces
+# before the number.
 INFEED_REPLICATION_MISMATCH = (
     "Current program has been created with replication_factor {program}, however the "
     "IPUInfeedQueue has been configured with replication_factor {feed}. Either reduce the "

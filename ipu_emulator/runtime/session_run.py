@@ -142,7 +142,8 @@ def _compile_for_device(graph, fetches, found):
 
 def _pre_compiled(session, fetches, found, feed_dict, options, run_metadata):
     """``DeviceConnectionType.PRE_COMPILE``: the SDK compiles the programs but has no device
-    to run them on, so each execution returns zeros (IPU_API.md 1.2) and changes nothing.
+    to run them on, so each execution returns zeros (Graphcore's TensorFlow API reference,
+    ``DeviceConnectionType``) and changes nothing.
     Other fetches in the same call run as usual."""
     registry = programs.registry(session.graph)
     flat = nest.flatten(fetches)

@@ -1,9 +1,11 @@
 """IPU hardware targets and the host model: the numbers the simulator's cost model runs on.
 
-Every published number carries a comment naming its source as collected in
-``IPU_API.md`` section 11.  Numbers no public source gives (sync latency, link latency, the
-fraction of peak FLOP/s small layers reach, stream-copy latency) are *named parameters* with
-a justified default, so a notebook or widget can change them and see what they do::
+Every published number carries a comment naming its source (Graphcore's datasheets and
+documentation, Jia et al. 2019 "Dissecting the Graphcore IPU Architecture via
+Microbenchmarking", analysts' write-ups of each chip).  Numbers no public source gives (sync
+latency, link latency, the fraction of peak FLOP/s small layers reach, stream-copy latency)
+are *named parameters* with a justified default, so a notebook or widget can change them and
+see what they do::
 
     >>> from ipu_emulator.sim.hardware import get_target, HostModel
     >>> gc200 = get_target("ipu2")
@@ -174,7 +176,7 @@ IPU21 = IPUTarget(
     name="ipu21",
     product="Bow IPU",
     tiles=1472,  # docs.graphcore.ai bow-2000-datasheet: 5888 cores per 4 IPUs
-    threads_per_tile=6,  # same tile as GC200 (IPU_API.md section 11)
+    threads_per_tile=6,  # same tile as GC200 (the Bow IPU is the Mk2 IPU, wafer-on-wafer)
     sram_bytes_per_tile=624 * KIB,  # datasheet: 3.6 GB in-processor memory per 4 IPUs (= GC200)
     clock_hz=1.85e9,  # talent-republic.tv: Bow 1.85 GHz
     # Not listed in our sources: GC200's 62.5 TFLOPS scaled by the FP16 ratio 350/250 (equal
@@ -198,7 +200,8 @@ IPU_VERSIONS = tuple(TARGETS)  # ("ipu1", "ipu2", "ipu21"): what --ipu-version a
 
 def next_power_of_two(count: int) -> int:
     """The smallest multi-IPU device that holds ``count`` IPUs: devices come in sizes 1, 2,
-    4, 8, ... (IPU_API.md 1.4), so shards and stages round up to one of them.
+    4, 8, ... (``gc-info -l``; Graphcore's TensorFlow user guide), so shards and stages
+    round up to one of them.
 
     >>> [next_power_of_two(n) for n in (1, 2, 3, 5)]
     [1, 2, 4, 8]

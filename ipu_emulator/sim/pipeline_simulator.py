@@ -56,11 +56,11 @@ import gc
 from dataclasses import dataclass
 from typing import Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from ipu_emulator.sim import schedules as sched
+from ipu_emulator.sim import schedule_actions, schedules as sched
 from ipu_emulator.sim.cost_model import StageCost
 from ipu_emulator.sim.hardware import HostModel, IPUTarget, get_target
-from ipu_emulator.sim.schedules import (BACKWARD, FORWARD, RECOMPUTE, UPDATE, WEIGHT_GRAD, Action,
-                        PipelineConfigurationError, Schedule)
+from ipu_emulator.sim.schedule_actions import (BACKWARD, FORWARD, RECOMPUTE, UPDATE, WEIGHT_GRAD,
+                                               Action, Schedule)
 from ipu_emulator.sim.timeline import (CLOCK, HOST_LANE, UNIT_CLOCK, Event, Metrics, Timeline,
                                       TimelineBuilder, allreduce_seconds, compute_seconds,
                                       format_bytes, ipu_lane, ipu_link_seconds, ipu_of_lane,
@@ -250,7 +250,7 @@ def _plan(settings: _PipelineSimulationSettings) -> _Plan:
                     * settings.accumulation_dtype_bytes if training else 0.0 for s in stages]
     durations = {}
     for k, cost in enumerate(stages):
-        for kind in sched.ACTION_KINDS:  # F before R, B before W
+        for kind in schedule_actions.ACTION_KINDS:  # F before R, B before W
             same = (k, _SAME_COST_AS.get(kind))
             durations[(k, kind)] = (
                 durations[same] if same in durations
@@ -274,7 +274,7 @@ def _prebuilt_schedule(schedule: Schedule, num_stages: int, gac, training: bool,
                          f" but training={training} was asked for.")
     if recompute and training and not schedule.recompute:
         schedule = sched.with_recomputation(schedule)
-    sched.validate(schedule)
+    schedule_actions.validate(schedule)
     return schedule
 
 
@@ -701,7 +701,7 @@ def simulate_pipeline(
     """Simulate one engine run of a pipelined program: ``repeat_count`` passes of
     ``gradient_accumulation_count`` micro-batches through ``stages``.
 
-    ``schedule`` is a name from ``schedules.SCHEDULE_NAMES``, a ``PipelineSchedule`` member
+    ``schedule`` is a name from ``schedule_rules.SCHEDULE_NAMES``, a ``PipelineSchedule`` member
     or value, or a ``Schedule`` (then ``gradient_accumulation_count`` may be omitted and the
     SDK's count rules are not applied).  ``batch_size`` is the micro-batch size (per replica);
     with it the metrics give samples per second and the effective batch size
@@ -712,8 +712,9 @@ def simulate_pipeline(
     outfeed copies and the host's preparation of the data), as
     ``TF_POPLAR_FLAGS=--use_synthetic_data`` does on the SDK.
 
-    Misconfigurations the SDK rejects raise ``schedules.PipelineConfigurationError`` with its
-    message; impossible hand-written schedules raise ``schedules.InvalidScheduleError``.
+    Misconfigurations the SDK rejects raise ``schedule_rules.PipelineConfigurationError`` with
+    its message; impossible hand-written schedules raise
+    ``schedule_actions.InvalidScheduleError``.
 
     >>> t = simulate_pipeline(unit_stages(4), "gpipe", 8, unit_cost=True)
     >>> t.metrics.makespan, t.metrics.bubble_fraction == 3 / 11
@@ -776,7 +777,7 @@ def _simulate(settings: _PipelineSimulationSettings) -> Timeline:
                 run.infeed_ready[(p, m)] = prepare_host_batch(
                     builder, host, "prepare infeed element", start, 0, p)
 
-    order = None if plan.schedule.synchronous else sched.execution_order(plan.schedule)
+    order = None if plan.schedule.synchronous else schedule_actions.execution_order(plan.schedule)
     phases: List[Tuple[str, float, float]] = []
     pass_start = start
     for p in range(repeat_count):
@@ -803,7 +804,6 @@ def _simulate(settings: _PipelineSimulationSettings) -> Timeline:
 
 __all__ = [
     "simulate_pipeline", "unit_stages", "action_seconds", "unit_action_time",
-    "allreduce_seconds", "streaming_memory_seconds", "weight_update_bytes",
-    "out_of_memory_message", "format_bytes", "PipelineConfigurationError",
+    "streaming_memory_seconds", "weight_update_bytes", "out_of_memory_message",
     "UNIT_STAGE_FLOPS", "IN_FLIGHT_COUNTER",
 ]

@@ -1,9 +1,9 @@
 """Graphcore's rules for a pipeline's configuration, with the SDK's messages.
 
 Which schedules exist and how they are named (``PipelineSchedule`` members, ints, strings),
-the device mapping, the ``gradient_accumulation_count`` rules of IPU_API.md 6.5 (a multiple
-of the compiled pipeline's overlap, at least that overlap), and Interleaved's one stage per
-IPU when training.  A configuration the SDK would reject raises
+the device mapping, the ``gradient_accumulation_count`` rules of Graphcore's TensorFlow user
+guide on pipelining (a multiple of the compiled pipeline's overlap, at least that overlap),
+and Interleaved's one stage per IPU when training.  A configuration the SDK would reject raises
 ``PipelineConfigurationError`` carrying the SDK's message and exception class name; the
 emulated API, the simulator and the widgets all check through here.
 
@@ -17,7 +17,8 @@ GRAPHCORE_SCHEDULES = ("grouped", "interleaved", "sequential")
 COMPARISON_SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zero-bubble")
 SCHEDULE_NAMES = GRAPHCORE_SCHEDULES + COMPARISON_SCHEDULES
 
-# ``PipelineSchedule(IntEnum)``: Grouped=0, Interleaved=1, Sequential=2 (IPU_API.md 6.2).
+# ``PipelineSchedule(IntEnum)``: Grouped=0, Interleaved=1, Sequential=2 (the SDK's
+# ``pipelining_ops``).
 _PIPELINE_SCHEDULE_ENUM = {0: "grouped", 1: "interleaved", 2: "sequential"}
 
 
@@ -42,7 +43,8 @@ class PipelineConfigurationError(Exception):
 
 
 def check_device_mapping(num_stages: int, device_mapping=None) -> Tuple[int, ...]:
-    """The stage -> IPU list, checked with the SDK's messages (IPU_API.md 6.3 items 6, 8, 9).
+    """The stage -> IPU list, checked with the SDK's messages (``pipelining_ops.pipeline``'s
+    checks of ``device_mapping``).
 
     >>> check_device_mapping(3)
     (0, 1, 2)
@@ -108,7 +110,7 @@ _ALIASES = {
 }
 
 
-# --- gradient accumulation count (IPU_API.md 6.5) -------------------------------------
+# --- gradient accumulation count (the backend's check, at the first run) ---------------
 
 _GAC_SUFFIX = ("This number might be called `gradient_accumulation_count`, "
                "`gradient_accumulation_steps_per_replica` or `steps_per_execution` depending "

@@ -66,16 +66,16 @@ from __future__ import annotations
 import heapq
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
-# Actions, the Schedule record and its validation live in schedule_actions, Graphcore's
-# configuration rules in schedule_rules; their names stay available here.
-from ipu_emulator.sim.schedule_actions import (ACTION_KINDS, BACKWARD, BACKWARD_WORK, FORWARD, NO_RECOMPUTE,
-                               RECOMPUTE, UPDATE, WEIGHT_GRAD, Action, B, DeadlockError, F,
-                               InvalidScheduleError, R, Schedule, U, W, dependencies,
-                               execution_order, format_actions, parse_actions, validate)
-from ipu_emulator.sim.schedule_rules import (COMPARISON_SCHEDULES, GRAPHCORE_SCHEDULES, SCHEDULE_NAMES,
-                             PipelineConfigurationError, check_device_mapping,
-                             check_gradient_accumulation_count, check_interleaved_mapping,
-                             check_micro_batches, normalise_schedule_name, pipeline_overlap)
+# Actions, the Schedule record and its validation live in schedule_actions (format_actions:
+# the examples below print schedules with it), Graphcore's configuration rules in
+# schedule_rules: import their names from there.
+from ipu_emulator.sim.schedule_actions import (BACKWARD, FORWARD, NO_RECOMPUTE, WEIGHT_GRAD,
+                                               Action, B, DeadlockError, F, R, Schedule, U, W,
+                                               dependencies, format_actions, validate)
+from ipu_emulator.sim.schedule_rules import (PipelineConfigurationError, check_device_mapping,
+                                             check_gradient_accumulation_count,
+                                             check_interleaved_mapping, check_micro_batches,
+                                             normalise_schedule_name)
 
 # --- building blocks ------------------------------------------------------------------
 
@@ -573,13 +573,8 @@ def peak_in_flight_by_order(schedule: Schedule, stage: int) -> int:
 
 
 __all__ = [
-    "Action", "Schedule", "F", "B", "W", "R", "U",
-    "ACTION_KINDS", "SCHEDULE_NAMES", "GRAPHCORE_SCHEDULES", "COMPARISON_SCHEDULES", "BUILDERS",
-    "PipelineConfigurationError", "InvalidScheduleError", "DeadlockError",
-    "parse_actions", "format_actions", "normalise_schedule_name", "check_device_mapping",
-    "check_interleaved_mapping", "build_checked_schedule", "single_ipu",
-    "pipeline_overlap", "check_gradient_accumulation_count",
+    "BUILDERS", "build_checked_schedule", "single_ipu",
     "grouped", "interleaved", "sequential", "gpipe", "one_f_one_b", "one_f_one_b_order",
     "interleaved_one_f_one_b", "zero_bubble", "build_schedule", "with_recomputation",
-    "validate", "execution_order", "peak_in_flight_by_order",
+    "peak_in_flight_by_order",
 ]

@@ -14,7 +14,7 @@ never mixed in.
     >>> per_step.metrics.makespan > looped.metrics.makespan
     True
 
-The model (BSP, ``IPU_API.md`` sections 10-11), per engine run:
+The model (BSP, as Graphcore's IPU Programmer's Guide describes it), per engine run:
 
 * host lane: ``Engine::run`` for ``HostModel.engine_run_overhead_s``; the IPUs start after it;
 * ``input_bytes``: an external ``sync`` then a ``stream_copy`` host -> IPU taking

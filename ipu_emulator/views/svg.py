@@ -28,9 +28,8 @@ from ipu_emulator.sim.timeline import COMPUTE_KINDS, UNIT_CLOCK, Event, Timeline
 from ipu_emulator.views.strips import (MEMORY_COLOUR, MemoryStrip, check_followed, followed,
                                        memory_strip)
 from ipu_emulator.views.style import (OTHER_COLOUR, PHASE_COLOURS, PIPELINE_ACTION_KINDS,
-                                      STYLE_ORDER, colour_of, format_seconds, legend_name,
-                                      pick_time_unit, style_key, time_formatter,
-                                      time_unit_scale)
+                                      STYLE_ORDER, colour_of, legend_name, pick_time_unit,
+                                      style_key, time_formatter, time_unit_scale)
 from ipu_emulator.views.time_axis import FoldedTime, idle_stretches, nice_ticks
 
 LEFT = 72          # room for the lane names and the strips' peaks
@@ -398,9 +397,4 @@ def _legend(parts, kinds: Sequence[str], y: float, width: float,
     return y + LEGEND_HEIGHT
 
 
-def launch_note(seconds: float) -> str:
-    """Why a widget's view may start after zero: the host's launch is left out."""
-    return f"after the host's {format_seconds(seconds)} engine-run launch"
-
-
-__all__ = ["timeline_svg", "nice_ticks", "launch_note"]  # nice_ticks: from views.time_axis
+__all__ = ["timeline_svg"]

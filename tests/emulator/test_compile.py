@@ -1,4 +1,5 @@
-"""ipu_compiler.compile and ipu_scope (IPU_API.md section 2)."""
+"""ipu_compiler.compile and ipu_scope (Graphcore's TensorFlow API reference,
+``ipu.ipu_compiler`` and ``ipu.scopes``)."""
 import numpy as np
 import pytest
 import tensorflow as tf

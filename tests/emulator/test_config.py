@@ -1,4 +1,4 @@
-"""IPUConfig and configure_ipu_system (IPU_API.md sections 1.1-1.4)."""
+"""IPUConfig and configure_ipu_system (Graphcore's TensorFlow API reference, ``ipu.config``)."""
 import copy
 import json
 import logging

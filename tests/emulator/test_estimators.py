@@ -1,4 +1,5 @@
-"""IPURunConfig, RunConfig, IPUEstimatorSpec and IPUEstimator (IPU_API.md section 9)."""
+"""IPURunConfig, RunConfig, IPUEstimatorSpec and IPUEstimator (Graphcore's TensorFlow API reference,
+``ipu.ipu_run_config`` and ``ipu.ipu_estimator``)."""
 import logging
 import os
 

@@ -1,4 +1,4 @@
-"""IPUInfeedQueue (IPU_API.md section 4)."""
+"""IPUInfeedQueue (Graphcore's TensorFlow API reference, ``ipu.ipu_infeed_queue``)."""
 import numpy as np
 import pytest
 import tensorflow as tf

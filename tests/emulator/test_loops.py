@@ -1,4 +1,4 @@
-"""loops.repeat and loops.while_loop (IPU_API.md section 3)."""
+"""loops.repeat and loops.while_loop (Graphcore's TensorFlow API reference, ``ipu.loops``)."""
 import numpy as np
 import pytest
 import tensorflow as tf

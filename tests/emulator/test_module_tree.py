@@ -18,7 +18,8 @@ import tensorflow as tf
 
 import ipu_emulator.ipu as ipu
 from ipu_emulator.cli import import_aliases
-from ipu_emulator.ipu import _unemulated as unemulated, ipu_compiler, ipu_outfeed_queue, loops, scopes
+from ipu_emulator.ipu import _unemulated as unemulated
+from ipu_emulator.ipu import ipu_compiler, ipu_outfeed_queue, loops, scopes
 from ipu_emulator.ipu.ops import (embedding_ops, functional_ops, math_ops, nn_ops,
                                   normalization_ops, rand_ops, replication_ops)
 from tests.support.child_python import run_emulator

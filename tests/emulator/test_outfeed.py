@@ -1,4 +1,4 @@
-"""IPUOutfeedQueue (IPU_API.md section 5)."""
+"""IPUOutfeedQueue (Graphcore's TensorFlow API reference, ``ipu.ipu_outfeed_queue``)."""
 import logging
 
 import numpy as np

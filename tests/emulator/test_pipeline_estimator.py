@@ -1,4 +1,5 @@
-"""IPUPipelineEstimatorSpec and IPUPipelineEstimator (IPU_API.md section 9.4)."""
+"""IPUPipelineEstimatorSpec and IPUPipelineEstimator (Graphcore's TensorFlow API reference,
+``ipu.ipu_pipeline_estimator``)."""
 import logging
 import re
 

@@ -1,5 +1,6 @@
-"""``ipu.pipelining_ops.pipeline``: checks and messages (IPU_API.md 6.3, 6.5), dataflow (6.4)
-and numerics equal to plain gradient accumulation on one device."""
+"""``ipu.pipelining_ops.pipeline``: checks and messages (Graphcore's TensorFlow API reference and
+user guide on pipelining), dataflow and numerics equal to plain gradient accumulation on one
+device."""
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -202,7 +203,7 @@ def test_dict_infeed_elements_are_keyword_arguments_of_stage_zero(graph):
     np.testing.assert_allclose(totals, expected, rtol=1e-5)
 
 
-# --- checks made when the pipeline is built (IPU_API.md 6.3) ----------------------------
+# --- checks made when the pipeline is built, in the SDK's order ---------------------------
 
 
 def _outfeed(mode=None):

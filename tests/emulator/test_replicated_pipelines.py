@@ -1,5 +1,5 @@
 """Replicated pipelines: a pipeline on a device with more IPUs than its stages need runs as
-real copies (IPU_API.md 1.4, 6.5, 7.4).
+real copies (Graphcore's TensorFlow user guide: replication, pipelining).
 
 Each replica runs the whole pipeline on its own micro-batches (replica r of R takes infeed
 element i * R + r), on its own CPU devices, with its own variables; outfeeds gain the

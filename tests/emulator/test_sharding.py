@@ -1,5 +1,6 @@
 """``ipu.scopes.ipu_shard``: shards run on separate TensorFlow devices, and the backend's
-shards -> power-of-two -> replication rule with its errors (IPU_API.md 1.4, 2.2)."""
+shards -> power-of-two -> replication rule with its errors (Graphcore's TensorFlow user guide:
+sharding, replication)."""
 import logging
 
 import numpy as np

@@ -1,4 +1,5 @@
-"""The functional configuration API of ipu.utils (IPU_API.md section 1.5) and utilities."""
+"""The functional configuration API of ipu.utils (SDK 2.3 and before; Graphcore's TensorFlow API
+reference, ``ipu.utils``) and utilities."""
 import logging
 import re
 

@@ -5,7 +5,7 @@ import pytest
 from ipu_emulator.sim import builtin_models, cost_model
 from ipu_emulator.sim.bubbles import CAUSES, bubble_breakdown, textbook_bubble
 from ipu_emulator.sim.pipeline_simulator import simulate_pipeline, unit_stages
-from ipu_emulator.sim.schedules import SCHEDULE_NAMES
+from ipu_emulator.sim.schedule_rules import SCHEDULE_NAMES
 from ipu_emulator.sim.timeline import COMPUTE_KINDS
 
 TUTORIAL_SPLITS = ("dense128", "dense64", "dense32")

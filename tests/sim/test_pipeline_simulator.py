@@ -7,13 +7,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipu_emulator.sim import schedules as S
+from ipu_emulator.sim import schedule_actions, schedule_rules
 from ipu_emulator.sim.cost_model import StageCost
 from ipu_emulator.sim.hardware import get_target
-from ipu_emulator.sim.pipeline_simulator import (action_seconds, allreduce_seconds, out_of_memory_message,
+from ipu_emulator.sim.pipeline_simulator import (action_seconds, out_of_memory_message,
                                    simulate_pipeline, unit_stages)
-from ipu_emulator.sim.schedules import Action, DeadlockError, PipelineConfigurationError, Schedule
-from ipu_emulator.sim.timeline import COMPUTE_KINDS, UNIT_CLOCK, check_no_overlaps
+from ipu_emulator.sim.schedule_actions import Action, DeadlockError, Schedule
+from ipu_emulator.sim.schedule_rules import PipelineConfigurationError
+from ipu_emulator.sim.timeline import (COMPUTE_KINDS, UNIT_CLOCK, allreduce_seconds,
+                                      check_no_overlaps)
 from ipu_emulator.views import to_chrome_trace
 
 GC200 = get_target("ipu2")
@@ -39,7 +41,7 @@ def shapes(draw, name):
 
 def valid_gac(name, stages, micro_batches, training=True):
     """The smallest multiple of the schedule's overlap that is at least ``micro_batches``."""
-    overlap = S.pipeline_overlap(name, stages, training)
+    overlap = schedule_rules.pipeline_overlap(name, stages, training)
     return max(overlap, -(-micro_batches // overlap) * overlap)
 
 
@@ -58,19 +60,19 @@ def check_dataflow(timeline, num_stages, micro_batches, passes, training=True):
     for p, events in by_pass.items():
         for k in range(num_stages):
             for m in range(micro_batches):
-                forward = events[S.F(k, m)]
+                forward = events[schedule_actions.F(k, m)]
                 if k > 0:
-                    assert forward.start >= events[S.F(k - 1, m)].end
+                    assert forward.start >= events[schedule_actions.F(k - 1, m)].end
                 if not training:
                     continue
-                backward = events[S.B(k, m)]
+                backward = events[schedule_actions.B(k, m)]
                 assert backward.start >= forward.end
                 if k < num_stages - 1:
-                    assert backward.start >= events[S.B(k + 1, m)].end
+                    assert backward.start >= events[schedule_actions.B(k + 1, m)].end
             if training:
-                update = events[S.U(k)]
+                update = events[schedule_actions.U(k)]
                 last_backward = max(e.end for a, e in events.items()
-                                    if a.stage == k and a.kind in S.BACKWARD_WORK)
+                                    if a.stage == k and a.kind in schedule_actions.BACKWARD_WORK)
                 assert update.start >= last_backward
         if p > 0:  # passes do not overlap
             assert min(e.start for e in events.values()) >= max(
@@ -80,7 +82,7 @@ def check_dataflow(timeline, num_stages, micro_batches, passes, training=True):
 # --- invariants over many shapes, every schedule --------------------------------------
 
 
-@pytest.mark.parametrize("name", S.SCHEDULE_NAMES)
+@pytest.mark.parametrize("name", schedule_rules.SCHEDULE_NAMES)
 @settings(max_examples=25, deadline=None)
 @given(data=st.data())
 def test_unit_cost_timelines_respect_the_dataflow(name, data):
@@ -95,7 +97,7 @@ def test_unit_cost_timelines_respect_the_dataflow(name, data):
                               else (0.5,)) or e.kind == "weight_update"
 
 
-@pytest.mark.parametrize("name", S.SCHEDULE_NAMES)
+@pytest.mark.parametrize("name", schedule_rules.SCHEDULE_NAMES)
 @settings(max_examples=8, deadline=None)
 @given(data=st.data(), recompute=st.booleans(), replicas=st.integers(1, 2),
        repeat_count=st.integers(1, 2))
@@ -111,7 +113,7 @@ def test_hardware_timelines_respect_the_dataflow(name, data, recompute, replicas
     to_chrome_trace(timeline)  # raises on overlaps, needs consistent lanes
 
 
-@pytest.mark.parametrize("name", S.SCHEDULE_NAMES)
+@pytest.mark.parametrize("name", schedule_rules.SCHEDULE_NAMES)
 def test_inference_runs_forward_passes_only(name):
     stages = 4
     gac = valid_gac(name, stages, 8, training=False)

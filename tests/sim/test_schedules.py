@@ -5,10 +5,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipu_emulator.sim import schedules as S
+from ipu_emulator.sim import schedule_actions, schedule_rules, schedules as S
 from ipu_emulator.sim.pipeline_simulator import simulate_pipeline, unit_stages
-from ipu_emulator.sim.schedules import (Action, B, DeadlockError, F, InvalidScheduleError,
-                                    PipelineConfigurationError, R, Schedule, U, W)
+from ipu_emulator.sim.schedule_actions import (Action, B, DeadlockError, F, InvalidScheduleError,
+                                               R, Schedule, U, W)
+from ipu_emulator.sim.schedule_rules import PipelineConfigurationError
 
 GAC_SUFFIX = ("This number might be called `gradient_accumulation_count`, "
               "`gradient_accumulation_steps_per_replica` or `steps_per_execution` depending on "
@@ -53,21 +54,21 @@ def test_weight_update_has_no_micro_batch():
 
 
 def test_parse_and_format_actions():
-    actions = S.parse_actions("0F0 1F0 1B0 0B0")
+    actions = schedule_actions.parse_actions("0F0 1F0 1B0 0B0")
     assert actions == (F(0, 0), F(1, 0), B(1, 0), B(0, 0))
-    assert S.format_actions(actions) == "0F0 1F0 1B0 0B0"
+    assert schedule_actions.format_actions(actions) == "0F0 1F0 1B0 0B0"
 
 
 # --- every builder, many shapes -------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", S.SCHEDULE_NAMES)
+@pytest.mark.parametrize("name", schedule_rules.SCHEDULE_NAMES)
 @settings(max_examples=30, deadline=None)
 @given(data=st.data())
 def test_every_schedule_is_valid_and_complete(name, data):
     stages, micro_batches, options = data.draw(shapes(name))
     schedule = build(name, stages, micro_batches, **options)
-    S.validate(schedule)
+    schedule_actions.validate(schedule)
     actions = schedule.actions()
     assert len(actions) == len(set(actions))
     for k in range(stages):
@@ -78,27 +79,27 @@ def test_every_schedule_is_valid_and_complete(name, data):
         for k in schedule.stages_on(ipu):
             update = listed.index(U(k))
             backward_work = [i for i, a in enumerate(listed)
-                             if a.stage == k and a.kind in S.BACKWARD_WORK]
+                             if a.stage == k and a.kind in schedule_actions.BACKWARD_WORK]
             assert max(backward_work) < update
 
 
-@pytest.mark.parametrize("name", S.SCHEDULE_NAMES)
+@pytest.mark.parametrize("name", schedule_rules.SCHEDULE_NAMES)
 @settings(max_examples=25, deadline=None)
 @given(data=st.data())
 def test_inference_and_recompute_variants_are_valid(name, data):
     stages, micro_batches, options = data.draw(shapes(name))
     inference = build(name, stages, micro_batches, training=False, **options)
-    S.validate(inference)
+    schedule_actions.validate(inference)
     assert {a.kind for a in inference.actions()} == {"F"}
     recomputed = S.with_recomputation(build(name, stages, micro_batches, **options))
-    S.validate(recomputed)
+    schedule_actions.validate(recomputed)
     for listed in recomputed.ipu_actions:
         for i, a in enumerate(listed):
             if a.kind == "B":  # an R just before, unless the forward itself is just before
                 assert listed[i - 1] in (R(a.stage, a.micro_batch), F(a.stage, a.micro_batch))
 
 
-@pytest.mark.parametrize("name", S.SCHEDULE_NAMES)
+@pytest.mark.parametrize("name", schedule_rules.SCHEDULE_NAMES)
 def test_print_shows_per_ipu_action_strings_and_text_round_trips(name):
     schedule = build(name, 4, 4)
     text = str(schedule)
@@ -209,7 +210,7 @@ def test_several_stages_on_one_ipu(name, mapping):
 def test_crossed_orders_deadlock_with_a_clear_message():
     schedule = Schedule.from_actions(["0F0 0B0 0U", "1B0 1F0 1U"])
     with pytest.raises(DeadlockError) as error:
-        S.validate(schedule)
+        schedule_actions.validate(schedule)
     message = str(error.value)
     assert message.startswith("Schedule deadlocks: no IPU can run its next action.")
     assert "IPU0 waits at 0B0 for 1B0 (IPU1)" in message
@@ -219,10 +220,10 @@ def test_crossed_orders_deadlock_with_a_clear_message():
 def test_two_ipus_waiting_for_each_other_deadlock():
     schedule = Schedule.from_actions(["0F0 0B0 0F1 0B1 0U", "1F1 1B1 1F0 1B0 1U"])
     with pytest.raises(DeadlockError) as error:
-        S.validate(schedule)
+        schedule_actions.validate(schedule)
     assert "IPU0 waits at 0B0 for 1B0 (IPU1); IPU1 waits at 1F1 for 0F1 (IPU0)" in str(error.value)
     # The same actions in a compatible order are fine.
-    S.validate(Schedule.from_actions(["0F0 0F1 0B1 0B0 0U", "1F1 1F0 1B0 1B1 1U"]))
+    schedule_actions.validate(Schedule.from_actions(["0F0 0F1 0B1 0B0 0U", "1F1 1F0 1B0 1B1 1U"]))
 
 
 def test_a_big_deadlocking_schedule_is_reported_quickly():
@@ -232,14 +233,14 @@ def test_a_big_deadlocking_schedule_is_reported_quickly():
     bad = Schedule("bad", 16, 256, good.device_mapping, tuple(reversed_last))
     started = time.perf_counter()
     with pytest.raises(DeadlockError):
-        S.validate(bad)
+        schedule_actions.validate(bad)
     # "Reported, never hangs": a bound far above the ~0.1 s it takes, so load cannot flake it.
     assert time.perf_counter() - started < 20.0
 
 
 def test_weight_update_before_backward_is_a_deadlock():
     with pytest.raises(DeadlockError, match="rest of stage 0's backward work"):
-        S.validate(Schedule.from_actions(["0F0 0U 0B0", "1F0 1B0 1U"]))
+        schedule_actions.validate(Schedule.from_actions(["0F0 0U 0B0", "1F0 1B0 1U"]))
 
 
 @pytest.mark.parametrize("ipu_actions, message", [
@@ -253,17 +254,17 @@ def test_weight_update_before_backward_is_a_deadlock():
 def test_invalid_contents_are_named(ipu_actions, message):
     schedule = Schedule.from_actions(ipu_actions)
     if message is None:
-        S.validate(schedule)
+        schedule_actions.validate(schedule)
         return
     with pytest.raises(InvalidScheduleError, match=message):
-        S.validate(schedule)
+        schedule_actions.validate(schedule)
 
 
 def test_synchronous_schedule_cannot_use_another_ipus_result_in_the_same_step():
     schedule = Schedule.from_actions(["0F0 0B0 0U", "1F0 1B0 1U"],
                                      steps=["0F0 1F0", "1B0", "0B0", "0U 1U"])
     with pytest.raises(InvalidScheduleError, match="data moves between IPUs only at the end"):
-        S.validate(schedule)
+        schedule_actions.validate(schedule)
 
 
 # --- the SDK's configuration rules ----------------------------------------------------
@@ -274,16 +275,17 @@ def test_synchronous_schedule_cannot_use_another_ipus_result_in_the_same_step():
     ("interleaved", 3, False, 3), ("sequential", 4, True, 1), ("1f1b", 4, True, 1),
 ])
 def test_overlap_per_schedule(name, n, training, overlap):
-    assert S.pipeline_overlap(name, n, training) == overlap
+    assert schedule_rules.pipeline_overlap(name, n, training) == overlap
 
 
 def test_interleaved_overlap_with_shared_ipus_counts_non_overlapping_rotations():
-    assert S.pipeline_overlap("interleaved", 4, training=False, device_mapping=[0, 1, 0, 1]) == 2
+    assert schedule_rules.pipeline_overlap("interleaved", 4, training=False,
+                                           device_mapping=[0, 1, 0, 1]) == 2
 
 
 def test_gac_multiple_message_is_verbatim():
     with pytest.raises(PipelineConfigurationError) as error:
-        S.check_gradient_accumulation_count("grouped", 3, 10, training=False)
+        schedule_rules.check_gradient_accumulation_count("grouped", 3, 10, training=False)
     assert error.value.sdk_error == "FailedPreconditionError"
     assert error.value.message == (
         "The number of iterations of the pipeline must be a multiple of 3, but it is 10. "
@@ -293,22 +295,22 @@ def test_gac_multiple_message_is_verbatim():
 
 def test_gac_at_least_message_is_verbatim_and_zero_passes_divisibility():
     with pytest.raises(PipelineConfigurationError) as error:
-        S.check_gradient_accumulation_count("grouped", 4, 0)
+        schedule_rules.check_gradient_accumulation_count("grouped", 4, 0)
     assert error.value.message == (
         "The number of iterations of the pipeline must be at least 8, but it is 0. "
         + GAC_SUFFIX)
 
 
 def test_gac_rules_per_schedule():
-    assert S.check_gradient_accumulation_count("grouped", 4, 16) == 8
-    assert S.check_gradient_accumulation_count("interleaved", 4, 12) == 4
-    assert S.check_gradient_accumulation_count("sequential", 4, 3) == 1
+    assert schedule_rules.check_gradient_accumulation_count("grouped", 4, 16) == 8
+    assert schedule_rules.check_gradient_accumulation_count("interleaved", 4, 12) == 4
+    assert schedule_rules.check_gradient_accumulation_count("sequential", 4, 3) == 1
     with pytest.raises(PipelineConfigurationError, match="multiple of 8, but it is 12"):
-        S.check_gradient_accumulation_count("grouped", 4, 12)
+        schedule_rules.check_gradient_accumulation_count("grouped", 4, 12)
     with pytest.raises(PipelineConfigurationError, match="must be specified"):
-        S.check_gradient_accumulation_count("grouped", 4, None)
+        schedule_rules.check_gradient_accumulation_count("grouped", 4, None)
     with pytest.raises(PipelineConfigurationError, match="must be >= 0"):
-        S.check_gradient_accumulation_count("grouped", 4, -8)
+        schedule_rules.check_gradient_accumulation_count("grouped", 4, -8)
 
 
 def test_sdk_python_side_errors():
@@ -333,11 +335,11 @@ def test_sdk_python_side_errors():
 
 
 def test_schedule_names_accept_the_sdk_enum_forms():
-    assert S.normalise_schedule_name("PipelineSchedule.Grouped") == "grouped"
-    assert S.normalise_schedule_name(1) == "interleaved"
-    assert S.normalise_schedule_name("ZB-H1") == "zero-bubble"
+    assert schedule_rules.normalise_schedule_name("PipelineSchedule.Grouped") == "grouped"
+    assert schedule_rules.normalise_schedule_name(1) == "interleaved"
+    assert schedule_rules.normalise_schedule_name("ZB-H1") == "zero-bubble"
     with pytest.raises(PipelineConfigurationError, match="Unknown pipeline schedule 'fast'"):
-        S.normalise_schedule_name("fast")
+        schedule_rules.normalise_schedule_name("fast")
 
 
 # --- interleaved 1F1B against Megatron-LM's definition, written out by hand ------------------
@@ -360,7 +362,7 @@ MEGATRON_P2_V2 = {
 def test_interleaved_1f1b_is_megatrons_order(micro_batches):
     schedule = S.interleaved_one_f_one_b(4, micro_batches, stages_per_ipu=2)
     assert schedule.device_mapping == (0, 1, 0, 1)
-    assert tuple(S.format_actions(actions) for actions in schedule.ipu_actions) \
+    assert tuple(schedule_actions.format_actions(actions) for actions in schedule.ipu_actions) \
         == MEGATRON_P2_V2[micro_batches]
 
 
@@ -395,7 +397,8 @@ ZB_H1_S3_M4 = (
 
 def test_zero_bubble_is_zb_h1s_order():
     schedule = S.zero_bubble(3, 4)
-    assert tuple(S.format_actions(actions) for actions in schedule.ipu_actions) == ZB_H1_S3_M4
+    assert tuple(schedule_actions.format_actions(actions)
+                 for actions in schedule.ipu_actions) == ZB_H1_S3_M4
 
 
 @pytest.mark.parametrize("stages, micro_batches", [(2, 3), (3, 4), (4, 4), (4, 8), (5, 12)])
@@ -413,8 +416,8 @@ def test_zero_bubble_reaches_zb_h1s_bubble_and_holds_s_micro_batches(stages, mic
 @pytest.mark.parametrize("schedule, stages, overlap", [("grouped", 3, 6), ("interleaved", 4, 4),
                                                        ("sequential", 3, 1)])
 def test_the_accumulation_count_must_reach_the_overlap(schedule, stages, overlap):
-    assert S.check_gradient_accumulation_count(schedule, stages, overlap) == overlap
+    assert schedule_rules.check_gradient_accumulation_count(schedule, stages, overlap) == overlap
     # 0 is a multiple of every overlap, so only the "at least" rule refuses it.
     with pytest.raises(PipelineConfigurationError,
                        match=f"must be at least {overlap}, but it is 0"):
-        S.check_gradient_accumulation_count(schedule, stages, 0)
+        schedule_rules.check_gradient_accumulation_count(schedule, stages, 0)

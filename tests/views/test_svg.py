@@ -10,7 +10,8 @@ from hypothesis import given, strategies as st
 from ipu_emulator.sim.pipeline_simulator import simulate_pipeline, unit_stages
 from ipu_emulator.record import ComputeCost, EngineRun
 from ipu_emulator.sim.timeline import simulate_engine_runs
-from ipu_emulator.views.svg import LEFT, RIGHT, MIXED_COLOUR, nice_ticks, timeline_svg
+from ipu_emulator.views.svg import LEFT, RIGHT, MIXED_COLOUR, timeline_svg
+from ipu_emulator.views.time_axis import nice_ticks
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -2,7 +2,7 @@
 the simulated trace out.  No TensorFlow here (the widget must not need it)."""
 import pytest
 
-from ipu_emulator.sim import schedules
+from ipu_emulator.sim import schedule_rules
 from tests.support.child_python import run_python
 from widgets.playground_model import split_points
 from widgets.splits_picker import (SplitsPicker, accumulation_count_for, describe_stages,
@@ -41,8 +41,8 @@ def test_the_device_has_one_ipu_per_stage_rounded_up_to_a_power_of_two():
 def test_the_accumulation_count_is_the_smallest_the_schedule_accepts(schedule, num_stages):
     count = accumulation_count_for(schedule, num_stages, at_least=16)
     assert count >= 16
-    schedules.check_gradient_accumulation_count(schedule, num_stages, count)  # accepted
-    smaller = count - schedules.pipeline_overlap(schedule, num_stages)
+    schedule_rules.check_gradient_accumulation_count(schedule, num_stages, count)  # accepted
+    smaller = count - schedule_rules.pipeline_overlap(schedule, num_stages)
     assert smaller < 16                                      # no smaller accepted count >= 16
 
 

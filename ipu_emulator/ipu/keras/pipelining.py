@@ -340,7 +340,7 @@ def _as_list(value):
 
 
 def _schedule(kwargs):
-    """The schedule's name (``schedules.SCHEDULE_NAMES``) from ``pipeline_schedule``, after
+    """The schedule's name (``schedule_rules.SCHEDULE_NAMES``) from ``pipeline_schedule``, after
     the checks ``pipeline`` makes of its keyword arguments."""
     inspect.signature(pipelining_ops.pipeline).bind_partial(**kwargs)  # unknown keys: TypeError
     schedule = kwargs.get("pipeline_schedule")

@@ -1,7 +1,7 @@
 """Collectives between the replicas of a replicated program.
 
 When a device has more IPUs than the program has shards, every replica runs the same program
-on its own data (IPU_API.md 1.4).  These ops combine a value across the replicas, e.g. to
+on its own data (Graphcore's TensorFlow user guide on replication).  These ops combine a value across the replicas, e.g. to
 average gradients so that the replicas' weights stay identical::
 
     total = ipu.cross_replica_ops.cross_replica_sum(local_count)
