@@ -6,8 +6,8 @@ Three measurements (simulated IPU time is what is drawn; this measures host wall
    simulation plus a drawing.  The goal is under 100 ms together ("feels instant").  The
    widget's inline-SVG drawing and the matplotlib PNG it replaced are timed side by side.
 2. Simulator scale at S = 64, M = 1024 for every schedule (events simulated per second).
-3. ``import widgets`` in a fresh process: wall time, peak memory, and that TensorFlow stays
-   out.
+3. ``import ipu_lab_widgets`` (the widgets) in a fresh process: wall time, peak memory, and
+   that TensorFlow stays out.
 
 Usage:  python bench/playground.py [--rounds R] [--quick]
 """
@@ -21,8 +21,8 @@ import time
 
 from ipu_emulator import views
 from ipu_emulator.sim import pipeline_simulator
-from widgets.playground import PipelinePlayground, metrics_html, render_svg
-from widgets.playground_model import PlaygroundConfig, PlaygroundResult
+from ipu_lab_widgets.playground import PipelinePlayground, metrics_html, render_svg
+from ipu_lab_widgets.playground_model import PlaygroundConfig, PlaygroundResult
 
 SCHEDULES = ("grouped", "interleaved", "sequential", "gpipe", "1f1b", "interleaved-1f1b",
              "zero-bubble")
@@ -133,10 +133,10 @@ def simulator_scale():
 _IMPORT_PROBE = """
 import json, sys, time
 start = time.perf_counter()
-import widgets
+import ipu_lab_widgets
 imported = time.perf_counter() - start
 start = time.perf_counter()
-widgets.PipelinePlayground()
+ipu_lab_widgets.PipelinePlayground()
 first = time.perf_counter() - start
 # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the (large) benchmark process
 # that forked this one, while VmHWM belongs to this program's own memory.
@@ -148,13 +148,14 @@ print(json.dumps({"import": imported, "first": first, "peak_mb": peak_kb / 1024,
 
 
 def import_cost(rounds):
-    print(f"\n3. Fresh process (median of {rounds}): import widgets, then build the playground")
+    print(f"\n3. Fresh process (median of {rounds}): import ipu_lab_widgets, then build the "
+          "playground")
     results = [json.loads(subprocess.run([sys.executable, "-c", _IMPORT_PROBE], check=True,
                                          capture_output=True, text=True).stdout)
                for _ in range(rounds)]
     median = {key: statistics.median(r[key] for r in results) for key in ("import", "first",
                                                                            "peak_mb")}
-    print(f"   import widgets {median['import'] * 1e3:.0f} ms; first PipelinePlayground() "
+    print(f"   import ipu_lab_widgets {median['import'] * 1e3:.0f} ms; first PipelinePlayground() "
           f"{median['first'] * 1e3:.0f} ms; peak RSS {median['peak_mb']:.0f} MB; "
           f"TensorFlow imported: {any(r['tensorflow'] for r in results)}")
 

@@ -1,7 +1,7 @@
 """``FeedsExplorer``: change the steps per execution of a looped training program and watch the
 host's share of the simulated IPU time shrink.
 
-    from widgets.feeds_explorer import FeedsExplorer
+    from ipu_lab_widgets.feeds_explorer import FeedsExplorer
     FeedsExplorer()                       # tutorial 3's MLP, 10,000 steps, its host
     FeedsExplorer(step_cost=runs.runs[-1].step_cost)   # the cost of a program you recorded
 

@@ -1,7 +1,7 @@
 """``PipelinePlayground``: change a pipeline's splits, schedule, repeat count and more, and
 watch the simulated IPU trace, utilisation and memory update at once.
 
-    from widgets import PipelinePlayground
+    from ipu_lab_widgets import PipelinePlayground
     PipelinePlayground()                      # the pipelining tutorial's model, 4 stages
     PipelinePlayground(compare=True)          # two configurations, one above the other
     PipelinePlayground(predict=True)          # the class guesses which is faster, then sees

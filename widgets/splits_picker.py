@@ -5,7 +5,7 @@ Step 4 of Graphcore's pipelining tutorial makes the stages a run-time option: a 
 *splits*, each naming the layer that starts the next stage, so N splits give N + 1 stages.
 This widget is that option as a control:
 
-    from widgets.splits_picker import SplitsPicker
+    from ipu_lab_widgets.splits_picker import SplitsPicker
     picker = SplitsPicker(splits=("dense32",))
     picker                      # pick layers; the simulated trace redraws at once
     picker.splits               # ("dense32",), in model order

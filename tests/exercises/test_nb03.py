@@ -3,7 +3,7 @@ import pytest
 
 from ipu_emulator.exercises import nb03_feeds as exercises
 from ipu_emulator.sim.hardware import HostModel
-from widgets.feeds_explorer import FeedsConfig, simulate
+from ipu_lab_widgets.feeds_explorer import FeedsConfig, simulate
 
 RECORDED = exercises.REFERENCE_STEP_COST
 

@@ -3,7 +3,8 @@ from itertools import combinations
 
 from ipu_emulator.exercises import nb08_configurable_stages as nb08
 from ipu_emulator.sim.passes import one_pass
-from widgets.splits_picker import accumulation_count_for, evaluate, imbalance, ipus_for_splits
+from ipu_lab_widgets.splits_picker import (accumulation_count_for, evaluate, imbalance,
+                                           ipus_for_splits)
 
 
 def pass_time(splits):

@@ -4,7 +4,7 @@ simulating it, and answers a learner may type get a hint."""
 from ipu_emulator.exercises import nb10_feeds as nb10
 from ipu_emulator.exercises.nb03_feeds import STEPS, tutorial3_step_cost, with_feeds
 from ipu_emulator.sim.hardware import HostModel
-from widgets.feeds_explorer import FeedsConfig, simulate
+from ipu_lab_widgets.feeds_explorer import FeedsConfig, simulate
 
 
 def test_the_checks_see_what_the_explorer_shows():

@@ -15,8 +15,8 @@ from ipu_emulator.sim.pipeline_simulator import simulate_pipeline, unit_stages  
 from ipu_emulator.sim.timeline import simulate_engine_runs  # noqa: E402
 from ipu_emulator.views import KIND_COLOURS, plot_comparison, plot_timeline  # noqa: E402
 from ipu_emulator.views.legibility import figure_problems, svg_problems  # noqa: E402
-from widgets.playground import render_svg  # noqa: E402
-from widgets.playground_model import SCHEDULES, PlaygroundConfig, simulate  # noqa: E402
+from ipu_lab_widgets.playground import render_svg  # noqa: E402
+from ipu_lab_widgets.playground_model import SCHEDULES, PlaygroundConfig, simulate  # noqa: E402
 
 FORWARD = KIND_COLOURS["forward"]
 

@@ -9,8 +9,9 @@ from ipu_emulator.sim import hardware
 from ipu_emulator.sim.feeds import tutorial3_step_cost
 from ipu_emulator.views.legibility import svg_problems
 from tests.support.child_python import run_python
-from widgets.feeds_explorer import (HOSTS, STEPS_PER_EXECUTION_CHOICES, TRACE_STEPS,
-                                    FeedsConfig, FeedsExplorer, first_steps, simulate, sweep)
+from ipu_lab_widgets.feeds_explorer import (HOSTS, STEPS_PER_EXECUTION_CHOICES, TRACE_STEPS,
+                                            FeedsConfig, FeedsExplorer, first_steps, simulate,
+                                            sweep)
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -128,7 +129,8 @@ def test_the_drawing_is_legible(host, steps_per_execution):
 
 
 def test_importing_the_explorer_does_not_import_tensorflow():
-    code = ("import sys; from widgets.feeds_explorer import FeedsExplorer; FeedsExplorer(); "
+    code = ("import sys; from ipu_lab_widgets.feeds_explorer import FeedsExplorer; "
+            "FeedsExplorer(); "
             "print('tensorflow' in sys.modules)")
     result = run_python(code, timeout=120).check()
     assert result.stdout.strip() == "False"
@@ -137,7 +139,7 @@ def test_importing_the_explorer_does_not_import_tensorflow():
 def test_it_draws_without_matplotlib_or_numpy():
     """What JupyterLite's kernel has: no matplotlib, no NumPy."""
     code = ("import sys; sys.modules['matplotlib'] = sys.modules['numpy'] = None\n"
-            "from widgets.feeds_explorer import FeedsExplorer\n"
+            "from ipu_lab_widgets.feeds_explorer import FeedsExplorer\n"
             "e = FeedsExplorer(); e.steps_per_execution.value = 100\n"
             "print(e.redraw_count, repr(e.message.value), e.drawing.value.count('<svg'))")
     result = run_python(code, timeout=120)

@@ -3,8 +3,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.support.child_python import run_python
-from widgets import PipelinePlayground, PlaygroundConfig, simulate
-from widgets.playground_model import IPU_VERSIONS, SCHEDULES, split_points
+from ipu_lab_widgets import PipelinePlayground, PlaygroundConfig, simulate
+from ipu_lab_widgets.playground_model import IPU_VERSIONS, SCHEDULES, split_points
 
 SVG_START = "<svg"
 
