@@ -1,20 +1,27 @@
 """ipu_emulator: Graphcore's IPU TensorFlow API on stock TensorFlow (CPU), plus a simulator
 that shows what an IPU would have done.
 
-The folders are the layers; each may import only the layers below it (``make test`` checks
-this with import-linter, ``pyproject.toml`` [tool.importlinter]):
+The folders are the layers; each may import only the layers below it, never one above
+(``make test`` checks this with import-linter, ``pyproject.toml`` [tool.importlinter];
+``docs/layout.md`` is the map):
 
-    cli/       the command line: run an original script, simulate a schedule, the import hook
-    ipu/       API front: tensorflow.python.ipu's names, signatures and error messages; real
-               numerics on CPU TensorFlow.  compat/ holds the SDK's other module trees.
-    runtime/   the TensorFlow-side device runtime: programs, replicas, shards, Session.run,
-               the configured system.  data/ serves data sets offline.
+    cli/       the command line: run an original script, simulate a schedule, the import
+               hook.  compat/, in the same layer, holds the SDK's other module trees.
+    ipu/       API front: tensorflow.python.ipu's module tree, with the SDK's names,
+               signatures, defaults and error messages and nothing else (its helpers are
+               private modules); real numerics on CPU TensorFlow.
+    runtime/   the TensorFlow-side emulation behind it: the configured system, compiled
+               programs, loops and pipelines, replicas, shards, Session.run, graph costs.
+               In the same layer, each on its own: data/ (data sets offline), lessons/
+               (the notebooks' helpers) and exercises/ (the notebooks' checks).
     views/     pictures and text of a timeline: matplotlib, SVG, summary, Perfetto JSON
     sim/       the simulator: hardware, costs, schedules -> timeline -> metrics
     record.py  what ran, as plain data: engine runs, trip counts, feeds, measured costs
 
-``sim/``, ``views/`` and ``record.py`` are plain Python: importing this package, the
-simulator or the views does not import TensorFlow; ``ipu_emulator.ipu`` does.
+``sim/``, ``views/``, ``lessons/``, ``exercises/`` and ``record.py`` are plain Python:
+importing this package, the simulator or the views does not import TensorFlow;
+``ipu_emulator.ipu`` does.  The widgets, installed as ``ipu_lab_widgets`` (the repository's
+``widgets/``), build on the simulator and the views.
 """
 import os as _os
 

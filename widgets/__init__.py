@@ -1,7 +1,7 @@
 """Interactive widgets for the IPU tutorial lab, built on ``ipu_emulator``'s pure simulator.
 
-The repository's ``widgets/`` folder, installed as ``ipu_lab_widgets`` (a name no other
-package takes)::
+The repository's ``widgets/`` folder, installed as ``ipu_lab_widgets`` (a plain top-level
+``widgets`` could clash with another package of that name)::
 
     from ipu_lab_widgets import PipelinePlayground
 
