@@ -3,7 +3,7 @@ carries the image too (a notebook saved from a kernel without the inline backend
 one run with MPLBACKEND=Agg, stores the text alone, and learners see no trace).
 
 Only the stored outputs are read; the figures' legibility is checked when the notebooks run
-(notebooks/conftest.py), since a stored PNG cannot be checked that way."""
+(tests/support/notebook_checks.py), since a stored PNG cannot be checked that way."""
 import json
 from pathlib import Path
 

@@ -2,7 +2,7 @@
 page's requests go, open a notebook in JupyterLite and time it.
 
 The JupyterLab part (menus, kernel status, cell states, error outputs, widgets) is
-tests/browser/lab_driver.py's: JupyterLite is JupyterLab's front end with the kernel in a
+lab_driver.py's: JupyterLite is JupyterLab's front end with the kernel in a
 web worker.  What differs is here: no server or token (static files), the kernel starts
 Pyodide (tens of seconds on two busy cores, not one), and the notebook and workspace state
 live in the browser's storage, which ``clear_site_storage`` empties between notebooks.
