@@ -14,16 +14,14 @@ def epoch_losses(stdout):
 
 @pytest.fixture(scope="module")
 def looped_run(tmp_path_factory):
-    """The looped example, run once for the tests marked LOOPED_RUN (one xdist worker)."""
+    """The looped example, run once for the tests of this module that read it."""
     return run_emulator("run", "--tf1", "--seed", "3", "--trace", "trace.json",
                         EXAMPLES / "tf1_loop_with_infeed.py", "--epochs", "2",
                         cwd=tmp_path_factory.mktemp("looped"))
 
 
-LOOPED_RUN = pytest.mark.xdist_group("runner_looped_run")
 
 
-@LOOPED_RUN
 def test_looped_script_trains_and_reports_one_engine_run_per_epoch(looped_run):
     result = looped_run.check()
     losses = epoch_losses(result.stdout)
@@ -33,7 +31,6 @@ def test_looped_script_trains_and_reports_one_engine_run_per_epoch(looped_run):
     assert "bundled sample" in result.stderr  # the offline data substitution is announced
 
 
-@LOOPED_RUN
 def test_trace_file_is_chrome_trace_json(looped_run):
     trace = looped_run.check().read_json("trace.json")
     slices = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
@@ -52,7 +49,6 @@ def test_step_per_run_script_makes_one_engine_run_per_step(tmp_path):
     assert "create_ipu_config (from tensorflow.python.ipu.utils) is deprecated" in result.stderr
 
 
-@LOOPED_RUN
 def test_seeded_runs_are_repeatable(looped_run, tmp_path):
     # A second run of the same seed (without --trace): the one child this test adds.
     again = run_emulator("run", "--tf1", "--seed", "3", EXAMPLES / "tf1_loop_with_infeed.py",

@@ -8,9 +8,6 @@ from tests.support.child_python import ROOT, run_emulator
 
 EXAMPLE = ROOT / "examples" / "tf2_feeds.py"
 
-# Two runs of the example, each once, shared by every test here: one xdist worker for all.
-pytestmark = pytest.mark.xdist_group("runner_tf2_feeds")
-
 
 def losses(stdout):
     match = re.search(r"loss of the first step ([0-9.]+), of the last step ([0-9.]+)", stdout)

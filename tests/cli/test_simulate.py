@@ -61,7 +61,6 @@ SIMULATE_CHILD = REPORTER + textwrap.dedent("""
     report("tensorflow imported", "tensorflow" in sys.modules)
 """)
 
-ONE_CHILD = pytest.mark.xdist_group("simulate_cli_child")  # the tests sharing the child
 
 
 class SimulateChild:
@@ -92,7 +91,6 @@ def cli(tmp_path_factory):
     return SimulateChild(tmp_path_factory.mktemp("simulate_cli"))
 
 
-@ONE_CHILD
 @pytest.mark.parametrize("schedule, end", [("grouped", 11), ("interleaved", 8)])
 def test_unit_cost_json_gives_the_tutorials_first_backward_end(cli, schedule, end):
     data = cli.json("--stages", "4", "--micro-batches", "8", "--schedule", schedule,
@@ -113,7 +111,6 @@ def test_unit_cost_json_gives_the_tutorials_first_backward_end(cli, schedule, en
     assert len(updates) == 4 and all(e["micro_batch"] is None for e in updates)
 
 
-@ONE_CHILD
 def test_model_json_has_throughput_memory_and_phases(cli):
     data = cli.json(*MODEL, "--splits", "dense128", "dense32",
                     "--batch-size", "32", "--gradient-accumulation-count", "12",
@@ -132,7 +129,6 @@ def test_model_json_has_throughput_memory_and_phases(cli):
     assert any(e.get("name") == "Engine::run" for e in chrome["traceEvents"])
 
 
-@ONE_CHILD
 def test_text_output_prints_the_schedule_and_the_summary(cli):
     out = cli.run("--stages", "2", "--micro-batches", "4", "--schedule", "1f1b",
                   "--unit-cost").stdout
@@ -141,7 +137,6 @@ def test_text_output_prints_the_schedule_and_the_summary(cli):
     assert "makespan (unit time steps)" in out and "bubble fraction" in out
 
 
-@ONE_CHILD
 def test_invalid_combination_exits_non_zero_with_the_sdk_message(cli):
     result = cli.run("--stages", "3", "--micro-batches", "10", "--schedule", "grouped",
                      check=False)
@@ -170,7 +165,6 @@ def test_invalid_inputs_report_the_real_message(args, message, capsys):
     assert message in captured.err and captured.out == ""
 
 
-@ONE_CHILD
 def test_simulator_modules_do_not_import_tensorflow(cli):
     # The child imported the simulate command, the simulator's modules and __main__, then ran
     # every command line above (one IPU, pipelines, models, traces): none needed TensorFlow.
@@ -178,7 +172,6 @@ def test_simulator_modules_do_not_import_tensorflow(cli):
     assert cli.results["tensorflow imported"] is False
 
 
-@ONE_CHILD
 def test_a_model_without_splits_runs_on_one_ipu_and_json_gives_cycles(cli):
     data = cli.json(*MODEL, "--synthetic-data", "--micro-batches", "16")
     assert data["schedule"]["name"] == "single-ipu" and data["schedule"]["num_stages"] == 1
@@ -194,7 +187,6 @@ def test_a_model_without_splits_runs_on_one_ipu_and_json_gives_cycles(cli):
         "StreamCopy infeed (host->IPU)", "StreamCopy outfeed (IPU->host)"}
 
 
-@ONE_CHILD
 def test_one_ipu_sharding_and_pipelining_of_one_model_can_be_compared(cli):
     def per_sample(*args):
         return 1 / cli.json(*MODEL, "--synthetic-data", *args)["metrics"]["samples_per_second"]
@@ -392,7 +384,6 @@ def test_no_steps_note_when_nothing_differs(args, capsys):
     assert "schedule steps" not in out and "schedule: 4 stages" in out
 
 
-@ONE_CHILD
 def test_a_longer_backward_in_unit_cost_mode(cli):
     def makespan(schedule, *ratio):
         return cli.json("--unit-cost", "--schedule", schedule, *ratio)["metrics"]["makespan"]
@@ -412,7 +403,6 @@ def test_a_backward_ratio_needs_unit_cost_and_a_positive_value(args, message, ca
     assert capsys.readouterr().err == message
 
 
-@ONE_CHILD
 def test_pipelines_default_to_synthetic_data_and_one_ipu_to_host_data(cli):
     def copies(*args):
         data = cli.json(*MODEL, "--micro-batches", "16", *args)

@@ -1,5 +1,7 @@
-"""Shared fixtures.
+"""Shared fixtures of the API front's and runtime's tests, in folders by concept (api,
+configuration, programs, feeds, replication, sharding, pipelining, estimators, data, tf2).
 
+Every test starts and ends with no IPU system configured (``fresh_ipu_system``, autouse).
 Most TensorFlow tests in this project are graph-mode TF1, so v2 behaviour is switched off
 once, here, at import time (it is process-wide).  Modules marked ``pytest.mark.tf2`` (TF2
 eager tests) run in a child process that keeps TF2 behaviour: see
@@ -8,6 +10,9 @@ eager tests) run in a child process that keeps TF2 behaviour: see
 before Keras first loads.
 """
 import ipu_emulator  # noqa: F401  (must come before tensorflow)
+
+import logging
+from pathlib import Path
 
 import pytest
 import tensorflow as tf
@@ -23,7 +28,18 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "tf2: TF2 eager test (runs in a child process)")
 
 
+TF2_FOLDER = Path(__file__).parent / "tf2"
+
+
 def pytest_collection_modifyitems(config, items):
+    # The root conftest hands the workers tf2/ as one unit, so the one child process that runs
+    # the TF2 tests starts once: a TF2 module must live there, and only TF2 modules.
+    misplaced = sorted({item.nodeid.split("::")[0] for item in items
+                        if (tf2_isolation.is_tf2_item(item)
+                            != (TF2_FOLDER in Path(item.path).parents))})
+    if misplaced and not tf2_isolation.in_tf2_child():
+        raise pytest.UsageError("TF2 test modules (pytestmark = pytest.mark.tf2) belong in "
+                                f"tests/emulator/tf2/, and only they: {', '.join(misplaced)}")
     tf2_isolation.replace_tf2_items(config, items)
 
 
@@ -31,14 +47,43 @@ def pytest_runtest_logreport(report):
     tf2_isolation.report_to_parent(report)
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def fresh_ipu_system(monkeypatch):
-    """No IPU system configured before or after the test, and no ``TF_POPLAR_FLAGS``."""
+    """Every test starts and ends with no IPU system configured, and no ``TF_POPLAR_FLAGS``
+    (so the "hardware" target, unless a test sets the flags)."""
     from ipu_emulator.ipu import config
     monkeypatch.delenv("TF_POPLAR_FLAGS", raising=False)
     config.reset_ipu_configuration()
     yield
     config.reset_ipu_configuration()
+
+
+class LogLines(logging.Handler):
+    """The messages TensorFlow's logger emitted while the ``tf_log`` fixture was active."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.lines = []
+
+    def emit(self, record_):
+        self.lines.append(record_.getMessage())
+
+    def losses(self):
+        """The losses an estimator logged (``loss = 0.25, step = ...``), in order."""
+        return [float(line.split("loss = ")[1].split(",")[0])
+                for line in self.lines if line.startswith("loss = ")]
+
+
+@pytest.fixture
+def tf_log():
+    """TensorFlow's log lines at INFO level and above, for the test."""
+    logger = logging.getLogger("tensorflow")
+    handler, level = LogLines(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    yield handler
+    logger.removeHandler(handler)
+    logger.setLevel(level)
 
 
 @pytest.fixture

@@ -21,12 +21,6 @@ from ipu_lab_widgets.playground_model import SCHEDULES, PlaygroundConfig, simula
 FORWARD = KIND_COLOURS["forward"]
 
 
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
-
-
 # -- the checks find planted problems -----------------------------------------------------
 
 

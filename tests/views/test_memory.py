@@ -2,7 +2,6 @@
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from ipu_emulator.sim.builtin_models import builtin_model  # noqa: E402
@@ -24,12 +23,6 @@ def pipeline(batch_size=32, **options):
                          optimizer="momentum")
     return simulate_pipeline(stages, "grouped", 16, repeat_count=2, batch_size=batch_size,
                              synthetic_data=True, **options)
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def test_memory_over_time_follows_the_counter_and_peaks_at_the_metric():

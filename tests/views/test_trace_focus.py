@@ -17,13 +17,6 @@ matplotlib.use("Agg")
 SVG = "{http://www.w3.org/2000/svg}"
 
 
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    import matplotlib.pyplot as plt
-    plt.close("all")
-
-
 def tutorial_pipeline(**options):
     stages = cost_model.stage_costs(builtin_models.builtin_model("tutorial-mlp"),
                                     ("dense128", "dense64", "dense32"), 32)

@@ -45,12 +45,6 @@ def sharded():
                                 title="sharded")
 
 
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
-
-
 def bar_collections(ax):
     return [c for c in ax.collections if isinstance(c, PolyCollection)]
 

@@ -18,7 +18,6 @@ from ipu_emulator.runtime import replication, shards
 IPU = "/device:IPU:0"
 
 
-pytestmark = pytest.mark.usefixtures("fresh_ipu_system")  # see conftest.py
 
 
 

@@ -78,7 +78,6 @@ MAPPED_MODULES_CHECK = textwrap.dedent("""
     assert _keras is _tf_keras, _keras
     print("FAILED", _failed)
 """) % (all_mapped_module_names(),)
-TF2_RUNNER_CHILD = pytest.mark.xdist_group("module_tree_tf2_runner_child")
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +88,6 @@ def tf2_runner_child(tmp_path_factory):
     return run_emulator("run", workdir / "script.py", cwd=workdir)
 
 
-@TF2_RUNNER_CHILD
 def test_every_mapped_module_imports_under_the_runner_machinery(tf2_runner_child):
     result = tf2_runner_child.check()
     assert "FAILED []" in result.stdout.splitlines(), result.stdout[-3000:]
@@ -375,7 +373,7 @@ print("TF1 contrib script done, loss %.4f" % last)
 
 
 @pytest.mark.parametrize("script, flags, final_line", [
-    pytest.param(TF2_KERAS_SCRIPT, [], "TF2 keras script done", marks=TF2_RUNNER_CHILD),
+    pytest.param(TF2_KERAS_SCRIPT, [], "TF2 keras script done"),
     (TF1_CONTRIB_SCRIPT, ["--tf1"], "TF1 contrib script done"),
 ], ids=["tf2-tensorflow.python.keras", "tf1-tensorflow.contrib.ipu"])
 def test_sdk_era_scripts_run_through_the_runner(request, tmp_path, script, flags, final_line):

@@ -1,6 +1,5 @@
 """IPUPipelineEstimatorSpec and IPUPipelineEstimator (Graphcore's TensorFlow API reference,
 ``ipu.ipu_pipeline_estimator``)."""
-import logging
 import re
 
 import numpy as np
@@ -73,12 +72,6 @@ def pipeline_config(tmp_path=None, iterations_per_loop=8, num_shards=2, **kwargs
 def make_estimator(tmp_path, learning_rate=0.05, model_fn=two_stage_model_fn, **kwargs):
     return IPUPipelineEstimator(model_fn, config=pipeline_config(tmp_path, **kwargs),
                                 params={"learning_rate": learning_rate})
-
-
-@pytest.fixture(autouse=True)
-def fresh_ipu_system():
-    yield
-    ipu_config.reset_ipu_configuration()
 
 
 # --- the spec ------------------------------------------------------------------------------
@@ -190,28 +183,6 @@ def test_steps_must_be_a_multiple_of_iterations_per_loop(tmp_path):
 
 # --- running the pipeline -----------------------------------------------------------------------
 
-class LossLog(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.INFO)
-        self.losses = []
-
-    def emit(self, record_):
-        message = record_.getMessage()
-        if message.startswith("loss = "):
-            self.losses.append(float(message.split("loss = ")[1].split(",")[0]))
-
-
-@pytest.fixture
-def loss_log():
-    logger = logging.getLogger("tensorflow")
-    handler, level = LossLog(), logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    yield handler
-    logger.removeHandler(handler)
-    logger.setLevel(level)
-
-
 def batch_losses(first, count, w2=W2, b=0.0):
     """Per-micro-batch MSE of the two-stage model with the given last-stage weights."""
     losses = []
@@ -221,7 +192,7 @@ def batch_losses(first, count, w2=W2, b=0.0):
     return losses
 
 
-def test_reported_loss_is_the_mean_loss_per_micro_batch(tmp_path, loss_log):
+def test_reported_loss_is_the_mean_loss_per_micro_batch(tmp_path, tf_log):
     """Training outfeeds the loss summed over each pass of 4 micro-batches; the estimator
     reports the mean per micro-batch (learning rate 0 keeps the weights fixed)."""
     estimator = make_estimator(tmp_path, learning_rate=0.0, log_step_count_steps=8)
@@ -234,7 +205,7 @@ def test_reported_loss_is_the_mean_loss_per_micro_batch(tmp_path, loss_log):
             pipeline.device_mapping, pipeline.training) == (4, 2, (0, 1), True)
     assert len(runs.runs[0].stages) == 2
     assert estimator.get_variable_value("global_step") == 16
-    assert loss_log.losses == [pytest.approx(np.mean(batch_losses(0, 8)), rel=1e-5),
+    assert tf_log.losses() == [pytest.approx(np.mean(batch_losses(0, 8)), rel=1e-5),
                                pytest.approx(np.mean(batch_losses(8, 8)), rel=1e-5)]
 
 

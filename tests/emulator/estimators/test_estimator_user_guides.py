@@ -5,7 +5,6 @@ round-trip between train, evaluate and predict; logging hooks print tensors from
 loop; SDK 1.x ``pipeline_depth`` semantics; ``PRE_COMPILE`` returns zeros; and the layouts in
 tests/layouts/ run through the runner in TF1 and TF2 mode on CIFAR-10-shaped data.
 """
-import logging
 import math
 import re
 
@@ -27,32 +26,6 @@ LAYOUTS = ROOT / "tests" / "layouts"
 RNG = np.random.RandomState(0)
 X = RNG.randn(128, 3).astype(np.float32)
 Y = (X @ np.array([[1.0], [-2.0], [0.5]], np.float32)).astype(np.float32)
-
-
-@pytest.fixture(autouse=True)
-def fresh_ipu_system():
-    yield
-    ipu_config.reset_ipu_configuration()
-
-
-class LogLines(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.INFO)
-        self.lines = []
-
-    def emit(self, record_):
-        self.lines.append(record_.getMessage())
-
-
-@pytest.fixture
-def tf_log():
-    logger = logging.getLogger("tensorflow")
-    handler, level = LogLines(), logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    yield handler
-    logger.removeHandler(handler)
-    logger.setLevel(level)
 
 
 def input_fn(with_labels=True):

@@ -11,13 +11,6 @@ from ipu_emulator import ipu, record
 from ipu_emulator.runtime import shards
 
 
-@pytest.fixture(autouse=True)
-def fresh_system():
-    ipu.config.reset_ipu_configuration()
-    yield
-    ipu.config.reset_ipu_configuration()
-
-
 def configure(num_ipus):
     cfg = ipu.config.IPUConfig()
     cfg.auto_select_ipus = num_ipus

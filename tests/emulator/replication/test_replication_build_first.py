@@ -20,7 +20,6 @@ from tests.support.child_python import ROOT, run_emulator
 IPU = "/device:IPU:0"
 
 
-pytestmark = pytest.mark.usefixtures("fresh_ipu_system")  # see conftest.py
 
 
 def configure_old_style(num_ipus):

@@ -31,16 +31,6 @@ def unsupported_count_message(num_ipus, ordinal=0):
             f"Use `gc-info -l` to view the available device configurations.")
 
 
-@pytest.fixture(autouse=True)
-def clean_system(monkeypatch):
-    monkeypatch.delenv("TF_POPLAR_FLAGS", raising=False)  # "hardware" unless a test says
-    config.reset_ipu_configuration()
-    configured_system.reset()
-    yield
-    config.reset_ipu_configuration()
-    configured_system.reset()
-
-
 @pytest.fixture
 def ipu_model(monkeypatch):
     monkeypatch.setenv("TF_POPLAR_FLAGS", "--use_ipu_model")

@@ -11,7 +11,6 @@ from ipu_emulator.ipu import config, ipu_compiler, ipu_infeed_queue, ipu_outfeed
 from ipu_emulator.ipu.ops import cross_replica_ops
 
 
-pytestmark = pytest.mark.usefixtures("fresh_ipu_system")  # see conftest.py
 
 
 def per_replica_results(num_ipus, reduce, iterations=1):

@@ -1,6 +1,5 @@
 """IPURunConfig, RunConfig, IPUEstimatorSpec and IPUEstimator (Graphcore's TensorFlow API reference,
 ``ipu.ipu_run_config`` and ``ipu.ipu_estimator``)."""
-import logging
 import os
 
 import numpy as np
@@ -68,39 +67,6 @@ def make_estimator(tmp_path, learning_rate=0.1, model_fn=linear_model_fn, params
                    **config_kwargs):
     params = dict({"learning_rate": learning_rate}, **(params or {}))
     return IPUEstimator(model_fn, config=run_config(tmp_path, **config_kwargs), params=params)
-
-
-class LogLines(logging.Handler):
-    """Collects TensorFlow's INFO/WARNING log lines (its logger does not propagate)."""
-
-    def __init__(self):
-        super().__init__(logging.INFO)
-        self.lines = []
-
-    def emit(self, record_):
-        self.lines.append(record_.getMessage())
-
-    def losses(self):
-        return [float(line.split("loss = ")[1].split(",")[0])
-                for line in self.lines if line.startswith("loss = ")]
-
-
-@pytest.fixture
-def tf_log():
-    logger = logging.getLogger("tensorflow")
-    handler = LogLines()
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    yield handler
-    logger.removeHandler(handler)
-    logger.setLevel(level)
-
-
-@pytest.fixture(autouse=True)
-def fresh_ipu_system():
-    yield
-    ipu_config.reset_ipu_configuration()
 
 
 # --- IPURunConfig ------------------------------------------------------------------------

@@ -6,20 +6,12 @@ import pytest
 import tensorflow as tf
 
 from ipu_emulator.cli import import_aliases
-from ipu_emulator.runtime import configured_system
 from ipu_emulator.ipu import (gradient_accumulation, ipu_compiler, ipu_infeed_queue,
                               ipu_outfeed_queue, loops, optimizers, scopes)
 from ipu_emulator.ipu.optimizers import gradient_accumulation_optimizer as accumulation
 
 SGD = tf.compat.v1.train.GradientDescentOptimizer
 DATA = np.arange(1.0, 13.0, dtype=np.float32).reshape(12, 1)  # one scalar "gradient" per step
-
-
-@pytest.fixture(autouse=True)
-def fresh_system():
-    configured_system.reset()
-    yield
-    configured_system.reset()
 
 
 def loss_of(x):

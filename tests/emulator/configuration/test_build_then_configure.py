@@ -18,7 +18,6 @@ from tests.support.ipu_systems import configure_ipus
 
 LAYOUT = ROOT / "tests" / "layouts" / "pipelining_tutorial_layout.py"
 
-pytestmark = pytest.mark.usefixtures("fresh_ipu_system")  # see conftest.py
 
 X = np.random.RandomState(0).randn(4, 3).astype(np.float32)
 
@@ -137,12 +136,6 @@ def layout(tmp_path_factory):
     return run
 
 
-# The tests sharing a reference run (and so the layout fixture's runs) are kept on one xdist
-# worker each.
-AGAINST_ONE_IPU = pytest.mark.xdist_group("layout_against_one_ipu")
-AGAINST_ONE_IPU_REPLICATED = pytest.mark.xdist_group("layout_against_one_ipu_replicated")
-
-
 @pytest.fixture(scope="module")
 def single_ipu_losses(layout):
     losses, lanes = losses_and_lanes(layout("--step", "1"))
@@ -150,7 +143,6 @@ def single_ipu_losses(layout):
     return losses
 
 
-@AGAINST_ONE_IPU
 @pytest.mark.parametrize("args, ipus", [
     (["--step", "2"], 2),
     (["--step", "3", "--schedule", "Grouped"], 2),
@@ -181,7 +173,6 @@ def replicated_single_ipu_losses(layout):
     return losses
 
 
-@AGAINST_ONE_IPU_REPLICATED
 @pytest.mark.parametrize("step", ["2", "3"], ids=["sharded", "pipelined"])
 def test_extra_ipus_replicate_a_program_built_before_configuring(
         layout, replicated_single_ipu_losses, step):
@@ -194,7 +185,6 @@ def test_extra_ipus_replicate_a_program_built_before_configuring(
     assert lanes == ["IPU0", "IPU1", "IPU2", "IPU3"]
 
 
-@AGAINST_ONE_IPU_REPLICATED
 def test_replicas_decided_at_the_first_run_match_configuring_first(layout):
     # The first run is the one test_extra_ipus_replicate_a_program_built_before_configuring
     # [pipelined] checks (run once for both).

@@ -18,7 +18,6 @@ from ipu_emulator.ipu import (ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue,
                               optimizers, scopes)
 from ipu_emulator.runtime import replication
 
-pytestmark = pytest.mark.usefixtures("fresh_ipu_system")  # see conftest.py
 
 
 def train_two_replicas():

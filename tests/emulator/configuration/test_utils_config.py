@@ -21,14 +21,8 @@ from ipu_emulator.ipu.utils import (
 
 
 @pytest.fixture(autouse=True)
-def clean_state(monkeypatch):
-    monkeypatch.delenv("TF_POPLAR_FLAGS", raising=False)
+def first_call_warnings():
     utils._warned_functions.clear()  # every test sees the first-call warnings
-    config.reset_ipu_configuration()
-    configured_system.reset()
-    yield
-    config.reset_ipu_configuration()
-    configured_system.reset()
 
 
 def raises_exactly(exception_type, message):

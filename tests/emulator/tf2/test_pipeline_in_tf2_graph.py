@@ -8,7 +8,7 @@ import tensorflow as tf
 from ipu_emulator import ipu
 from tests.support.ipu_systems import configure_ipus
 
-pytestmark = [pytest.mark.tf2, pytest.mark.usefixtures("fresh_ipu_system")]
+pytestmark = pytest.mark.tf2
 
 
 def test_a_pipeline_in_a_hand_built_graph_trains_in_tf2_mode():

@@ -30,7 +30,6 @@ MEAN = GradientAccumulationReductionMethod.MEAN
 SUM = GradientAccumulationReductionMethod.SUM
 
 
-pytestmark = pytest.mark.usefixtures("fresh_ipu_system")  # see conftest.py
 
 
 
