@@ -36,6 +36,14 @@ FIRST = ["browser", "tf2",
          "tests/cli/", "tests/emulator/", "tests/scripts/"]
 
 
+@pytest.fixture(autouse=True)
+def docstring_examples_outside_solutions_mode(request, monkeypatch):
+    """`make test` sets IPU_LAB_SOLUTIONS=1 so that the notebooks run with their exercises
+    solved; a docstring example shows what a learner sees, so it runs without it."""
+    if isinstance(request.node, pytest.DoctestItem):
+        monkeypatch.delenv("IPU_LAB_SOLUTIONS", raising=False)
+
+
 def unit_of(nodeid: str) -> str:
     """The unit of work a test belongs to: its folder's unit, or its file."""
     path = nodeid.split("::", 1)[0]
