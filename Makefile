@@ -22,13 +22,11 @@ endif
 export MAKE_STARTED
 STAGE := $(PYTHON) scripts/stage_times.py run
 
-# The pure layers (plain Python, no TensorFlow: pyproject.toml's import contracts keep them so),
-# plus cli/profiling, the only other module with docstring examples.  Every docstring example
-# runs as a test; test-fast runs them with the pure layers' own tests.
-PURE_MODULES := ipu_emulator/sim ipu_emulator/views ipu_emulator/record.py ipu_emulator/exercises \
-	ipu_emulator/lessons widgets ipu_emulator/cli/profiling.py
-PURE_TESTS := tests/sim tests/views tests/lessons tests/widgets tests/exercises \
-	tests/cli/test_simulate.py
+# The fast suite (tests/fast_suite.txt, one list for this Makefile, tests/conftest.py and
+# scripts/mutation_check.py): the pure layers, whose docstring examples run as tests, and
+# their tests; no TensorFlow.  `make test` runs the same docstring examples with everything else.
+FAST_SUITE := $(shell sed 's/\#.*//' tests/fast_suite.txt)
+PURE_MODULES := $(filter-out tests/%,$(FAST_SUITE))
 
 env: $(STAMP)
 
@@ -84,7 +82,7 @@ test: $(STAMP)
 # The simulator, views, widgets and exercises only, without TensorFlow: about ten seconds.
 test-fast: $(STAMP)
 	$(BIN)/lint-imports --no-cache
-	MPLBACKEND=Agg $(BIN)/python -m pytest -p no:cacheprovider --doctest-modules $(PURE_MODULES) $(PURE_TESTS)
+	MPLBACKEND=Agg $(BIN)/python -m pytest -p no:cacheprovider --doctest-modules $(FAST_SUITE)
 
 bench: $(STAMP)
 	IPU_EMULATOR_DATA=sample $(BIN)/python bench/run_all.py

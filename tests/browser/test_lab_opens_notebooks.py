@@ -52,16 +52,20 @@ def _feedback_count(stored: dict) -> int:
 
 
 @pytest.mark.parametrize("notebook", TUTORIAL_NOTEBOOKS)
-def test_stored_notebook_renders_in_jupyterlab(notebook, page, lab, tmp_path):
+def test_stored_notebook_renders_in_jupyterlab(notebook, shared_page, lab, tmp_path):
+    page = shared_page
     stored = _stored(notebook)
-    open_notebook(page, lab, notebook)
+    open_notebook(page, lab, notebook, kernel=False)
     panel = notebook_panel(page)
+    collapsed = [cell.get("metadata", {}).get("jupyter", {}).get("source_hidden", False)
+                 for cell in stored["cells"] if cell["cell_type"] == "code"]
+    page.wait_for_function(  # every code cell drawn, with its stored outputs
+        "([panel, n]) => panel.querySelectorAll('.jp-Notebook .jp-CodeCell').length === n",
+        arg=[panel.element_handle(), len(collapsed)])
 
     assert error_outputs(page) == [], "a stored cell shows a traceback"
     assert "Error displaying widget" not in panel.inner_text()
     # A lesson check's source is collapsed: the page shows a placeholder, not its code.
-    collapsed = [cell.get("metadata", {}).get("jupyter", {}).get("source_hidden", False)
-                 for cell in stored["cells"] if cell["cell_type"] == "code"]
     assert [state["hidden"] for state in cell_states(page)] == collapsed
     feedback = panel.locator(".jp-RenderedHTMLCommon").filter(has_text=FEEDBACK)
     assert feedback.count() == _feedback_count(stored)
@@ -71,8 +75,8 @@ def test_stored_notebook_renders_in_jupyterlab(notebook, page, lab, tmp_path):
     for index in range(images.count()):
         image = images.nth(index)
         image.scroll_into_view_if_needed()
-        assert image.evaluate("img => img.complete && img.naturalWidth > 0"), (
-            f"figure {index} did not load")
+        page.wait_for_function("img => img.complete && img.naturalWidth > 0",  # it loads
+                               arg=image.element_handle())
     screenshot(page, tmp_path / f"{notebook[:2]}.png")
     if notebook[:2] in TRACE_FIGURES:
         showing_compute = 0

@@ -405,13 +405,16 @@ def wait_for_kernel_idle(page, timeout: int = KERNEL_IDLE_TIMEOUT) -> None:
                            polling=100)
 
 
-def open_notebook(page, lab: LabServer, name: str, timeout: int = KERNEL_IDLE_TIMEOUT):
-    """Open ``notebooks/<name>`` in JupyterLab, wait for its kernel to be idle, return its panel."""
+def open_notebook(page, lab: LabServer, name: str, timeout: int = KERNEL_IDLE_TIMEOUT,
+                  kernel: bool = True):
+    """Open ``notebooks/<name>`` in JupyterLab, wait for its kernel to be idle (unless
+    ``kernel`` is False: a notebook opened to be looked at), return its panel."""
     page.goto(lab.lab_url(name), wait_until="domcontentloaded", timeout=timeout)
     panel = notebook_panel(page)
     panel.wait_for(timeout=timeout)
     panel.locator(".jp-Cell").first.wait_for(timeout=timeout)
-    wait_for_kernel_idle(page, timeout)
+    if kernel:
+        wait_for_kernel_idle(page, timeout)
     return panel
 
 
