@@ -26,6 +26,9 @@ STAGE := $(PYTHON) scripts/stage_times.py run
 # scripts/mutation_check.py): the pure layers, whose docstring examples run as tests, and
 # their tests; no TensorFlow.  `make test` runs the same docstring examples with everything else.
 FAST_SUITE := $(shell sed 's/\#.*//' tests/fast_suite.txt)
+# Two workers, and a sample of each large grid of drawings (the cases marked `grid` run in
+# `make test`); scripts/mutation_check.py runs the same.
+FAST_OPTIONS := -n 2 -p no:cacheprovider --doctest-modules -m "not grid"
 PURE_MODULES := $(filter-out tests/%,$(FAST_SUITE))
 
 env: $(STAMP)
@@ -82,7 +85,7 @@ test: $(STAMP)
 # The simulator, views, widgets and exercises only, without TensorFlow: about ten seconds.
 test-fast: $(STAMP)
 	$(BIN)/lint-imports --no-cache
-	MPLBACKEND=Agg $(BIN)/python -m pytest -p no:cacheprovider --doctest-modules $(FAST_SUITE)
+	MPLBACKEND=Agg $(BIN)/python -m pytest $(FAST_OPTIONS) $(FAST_SUITE)
 
 bench: $(STAMP)
 	IPU_EMULATOR_DATA=sample $(BIN)/python bench/run_all.py

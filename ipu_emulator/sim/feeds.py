@@ -14,6 +14,7 @@ and notebook 03's and 10's exercises all time a training here.
 """
 from __future__ import annotations
 
+import functools
 from typing import Tuple, Union
 
 from ipu_emulator.record import ComputeCost, EngineRun
@@ -49,6 +50,9 @@ def per_step_run(step_cost: ComputeCost, batch_size: int = 32) -> EngineRun:
                      input_bytes=batch_bytes(batch_size), output_bytes=LOSS_BYTES)
 
 
+# A widget's redraw and an exercise's search ask for the same few runs again and again; runs,
+# hosts and targets are frozen records, so one simulation serves every later call.
+@functools.lru_cache(maxsize=4096)
 def run_seconds(run: EngineRun, host: HostModel,
                 target: Union[str, IPUTarget] = "ipu2") -> Tuple[float, float]:
     """``(total, launching)``: simulated seconds of one engine run, and of its launch."""
