@@ -5,7 +5,7 @@
 #               notebooks, JupyterLab in headless Chromium, and the JupyterLite site, which it
 #               builds first: `make lite`; installs Debian's chromium and npm if root and
 #               missing); prints the time each stage took
-#   make test-fast  the simulator, views, widgets and exercises only, without TensorFlow (~30 s)
+#   make test-fast  the simulator, views, widgets and exercises only, without TensorFlow (~20 s)
 #   make lite       the zero-install JupyterLite site in build/lite (lite/lite.mk)
 VENV ?= .venv
 PYTHON ?= python3
@@ -26,9 +26,10 @@ STAGE := $(PYTHON) scripts/stage_times.py run
 # scripts/mutation_check.py): the pure layers, whose docstring examples run as tests, and
 # their tests; no TensorFlow.  `make test` runs the same docstring examples with everything else.
 FAST_SUITE := $(shell sed 's/\#.*//' tests/fast_suite.txt)
-# Two workers, and a sample of each large grid of drawings (the cases marked `grid` run in
-# `make test`); scripts/mutation_check.py runs the same.
-FAST_OPTIONS := -n 2 -p no:cacheprovider --doctest-modules -m "not grid"
+# Two workers, no nbval (it imports Jupyter: 2.4 s a process), and a sample of each large
+# grid of drawings (the cases marked `grid` run in `make test`); scripts/mutation_check.py
+# runs the same, in one process.
+FAST_OPTIONS := -n 2 -p no:cacheprovider -p no:nbval --doctest-modules -m "not grid"
 PURE_MODULES := $(filter-out tests/%,$(FAST_SUITE))
 
 env: $(STAMP)
@@ -82,7 +83,7 @@ test: $(STAMP)
 		--doctest-modules $(TEST_PATHS) $(PYTEST_ARGS) \
 		|| status=$$?; $(PYTHON) scripts/stage_times.py report $(MAKE_STARTED); exit $$status
 
-# The simulator, views, widgets and exercises only, without TensorFlow: about half a minute.
+# The simulator, views, widgets and exercises only, without TensorFlow: about 20 seconds.
 test-fast: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 	MPLBACKEND=Agg $(BIN)/python -m pytest $(FAST_OPTIONS) $(FAST_SUITE)

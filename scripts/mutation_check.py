@@ -38,7 +38,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 FAST_SUITE_LIST = "tests/fast_suite.txt"
 # pytest's options for the fast suite, as `make test-fast` gives them (the Makefile's
 # FAST_OPTIONS, but in one process): the grids' sample, not every case.
-PYTEST_OPTIONS = ["-p", "no:cacheprovider", "--doctest-modules", "-m", "not grid"]
+PYTEST_OPTIONS = ["-p", "no:cacheprovider", "-p", "no:nbval", "--doctest-modules", "-m", "not grid"]
 # A mutant's suite is stopped after this many times the unmutated suite's wall time (at
 # least MIN_TIME_LIMIT seconds) and counts as killed: a bug that makes a search run forever.
 TIME_LIMIT_FACTOR = 4
