@@ -23,13 +23,12 @@ def fast_suite_paths(listing: Path = FAST_SUITE_LIST):
     return [line for line in lines if line]
 
 
-def _in_fast_suite(path: Path, roots) -> bool:
-    return any(path == root or root in path.parents for root in roots)
-
-
 def pytest_collection_modifyitems(items):
     roots = [ROOT / p for p in fast_suite_paths()]
+    in_fast_suite = {}   # by file: a file holds many items, and the test is the same for all
     for item in items:
-        if (item.get_closest_marker("timeout") is None
-                and _in_fast_suite(Path(item.path), roots)):
+        if item.path not in in_fast_suite:
+            in_fast_suite[item.path] = any(item.path == root or root in item.path.parents
+                                           for root in roots)
+        if in_fast_suite[item.path] and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(FAST_TIMEOUT))
