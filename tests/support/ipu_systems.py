@@ -1,5 +1,5 @@
 """Test helper: configure an emulated IPU system (imported by test modules; the fixtures that
-reset the system around each test live in conftest.py)."""
+reset the system around each test live in tests/emulator/conftest.py)."""
 from ipu_emulator.ipu import config
 
 

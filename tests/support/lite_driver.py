@@ -26,7 +26,8 @@ REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 240_000   # ms: page open to kernel idle (Pyodide start-up, measured 35-50 s)
 RUN_TIMEOUT = 180_000     # ms: Run All Cells, from the click to the last cell's end
 
-# What the test measured, for conftest.py's summary at the end of the run.
+# What the test measured so far; tests/lite/conftest.py sends it with each report to
+# lite_report.py, which prints the summary at the end of the run.
 NUMBERS: dict = {}
 
 

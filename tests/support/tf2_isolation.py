@@ -1,10 +1,11 @@
 """TF1 graph-mode and TF2 eager tests in one ``pytest`` run.
 
 ``disable_v2_behavior`` is process-wide and cannot be undone, and most of the suite needs it.
-So test modules that set ``pytestmark = pytest.mark.tf2`` (TF2 eager tests) run in one child
-``pytest`` process in which ``conftest.py`` leaves TF2 behaviour on.  In the parent each of
-their tests is replaced by a proxy with the same test id that reports the child's outcome
-and failure text, so selection (``-k``, node ids), reporting and exit codes work as usual.
+So test modules that set ``pytestmark = pytest.mark.tf2`` (TF2 eager tests, all in
+tests/emulator/tf2/) run in one child ``pytest`` process in which tests/emulator/conftest.py
+leaves TF2 behaviour on.  In the parent each of their tests is replaced by a proxy with the
+same test id that reports the child's outcome and failure text, so selection (``-k``, node
+ids), reporting and exit codes work as usual.
 
 The child runs once, bounded by ``IPU_EMULATOR_TF2_TIMEOUT_S`` seconds (600 by default, several
 times its usual run): if it hangs it is stopped with everything it started, the tests it
