@@ -1,16 +1,27 @@
-"""How the simulated clock compares with Graphcore's real execution traces.
+"""How the simulated clock compares with Graphcore's real execution traces, on both paths.
 
-Runs our tutorial-layout MNIST trainer (``tests/layouts/pipelining_tutorial_layout.py``: the
-pipelining tutorial's MLP, batch 32, 16 mini-batches per weight update, one engine run,
-synthetic data as the tutorial's ``profile.sh`` asks for) as step 1 (one IPU), step 2
-(sharded over two IPUs, split at dense32) and step 3 (two pipeline stages, Grouped, split
-at dense32), through the runner on ipu2, and prints from each simulated trace:
+Graphcore's pipelining tutorial shows PopVision traces of its MLP (batch 32, 16 mini-batches
+per weight update, synthetic data, a Mk2 IPU at 1.33 GHz) for three of its steps.  This
+script simulates the same three programs two ways and prints them beside the real figures:
 
-* step 1: the forward, backward (with gradient accumulation) and weight-update cycles of one
-  mini-batch, against the tutorial's step-1 PopVision trace (about 23,000, 27,000 and
-  6,200 cycles on a Mk2 IPU);
-* the device time per mini-batch of steps 2 and 3 relative to step 1;
-* each IPU's share of busy (compute) time in the pipeline's main phase.
+* **recorded**: our tutorial-layout trainer (``tests/layouts/pipelining_tutorial_layout.py``)
+  run unmodified through ``python -m ipu_emulator run --tf1``, step 1 (one IPU), step 2
+  (sharded over two IPUs at dense32, ``minimize`` in the last shard) and step 3 (two
+  pipeline stages, Grouped), each trace written with ``--trace``;
+* **CLI**: ``python -m ipu_emulator simulate --model tutorial-mlp`` (one IPU;
+  ``--splits dense32 --sharded``; ``--splits dense32 --schedule grouped``), which builds
+  the same model from its layers without TensorFlow.
+
+Figures (Graphcore's traces; docs/fidelity.md says which figure calibrates what):
+
+* step 1, one mini-batch: forward about 23,000 cycles, backward with gradient accumulation
+  about 27,000, weight update about 6,200;
+* step 2: device time per mini-batch about 1.72 times step 1's (86,000 vs 50,000 cycles);
+* step 3: a main-phase step about 0.75 times step 1's mini-batch (about 37,500 cycles), and
+  IPU1 busy (computing) about 0.6 of it.
+
+Each line says whether the figure is within the bounds (15 %, or 0.1 for the busy share) and
+how far the two paths are apart (they should agree within 2 %).  Exit status 1 if not.
 
     .venv/bin/python bench/fidelity.py        (about half a minute)
 """
@@ -22,14 +33,26 @@ import sys
 import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ipu_emulator import views  # noqa: E402  (after the path: run from a fresh clone)
+from ipu_emulator.cli import simulate as cli  # noqa: E402
+
 LAYOUT = ROOT / "tests" / "layouts" / "pipelining_tutorial_layout.py"
 CLOCK_HZ = 1.33e9  # ipu2 (sim/hardware.py)
 MINI_BATCHES = 16
-PUBLISHED_STEP1_CYCLES = {"forward": 23_000, "backward": 27_000, "weight_update": 6_200}
+REAL_STEP1_CYCLES = {"forward": 23_000, "backward": 27_000, "weight_update": 6_200}
+REAL = {"sharded / single": 1.72, "pipelined step / single": 0.75, "IPU1 busy share": 0.6}
+RELATIVE_BOUND, SHARE_BOUND, PATHS_BOUND = 0.15, 0.1, 0.02
 COMPUTE = ("forward", "backward", "weight_update", "recompute")
+CLI_ARGUMENTS = {
+    1: ["--model", "tutorial-mlp"],
+    2: ["--model", "tutorial-mlp", "--splits", "dense32", "--sharded"],
+    3: ["--model", "tutorial-mlp", "--splits", "dense32", "--schedule", "grouped"],
+}
 
 
-def simulated_trace(step: int, workdir: pathlib.Path) -> dict:
+def recorded_trace(step: int, workdir: pathlib.Path) -> dict:
     trace = workdir / f"step{step}.json"
     env = dict(os.environ, IPU_EMULATOR_DATA="sample", TF_POPLAR_FLAGS="--use_synthetic_data",
                PYTHONPATH=str(ROOT))
@@ -44,6 +67,17 @@ def simulated_trace(step: int, workdir: pathlib.Path) -> dict:
     return json.loads(trace.read_text())
 
 
+def cli_trace(step: int, workdir: pathlib.Path) -> dict:
+    parser = cli.argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    options = parser.parse_args(CLI_ARGUMENTS[step] + [
+        "--micro-batches", str(MINI_BATCHES), "--batch-size", "32", "--synthetic-data"])
+    _, timeline = cli.simulate(options)
+    path = workdir / f"cli{step}.json"
+    views.save_chrome_trace(timeline, str(path))
+    return json.loads(path.read_text())
+
+
 def ipu_events(trace: dict):
     lanes = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"]
              if e.get("ph") == "M" and e.get("name") == "thread_name"}
@@ -51,55 +85,79 @@ def ipu_events(trace: dict):
             if e.get("ph") == "X" and lanes.get(e["tid"], "").startswith("IPU")]
 
 
-def device_seconds_per_mini_batch(trace: dict) -> float:
+def cycles_per_mini_batch(trace: dict) -> float:
     events = ipu_events(trace)
     span_us = max(e["ts"] + e["dur"] for e in events) - min(e["ts"] for e in events)
-    return span_us * 1e-6 / MINI_BATCHES
+    return span_us * 1e-6 * CLOCK_HZ / MINI_BATCHES
 
 
 def step1_cycles(trace: dict) -> dict:
     events = [e for e in ipu_events(trace) if e["cat"] in COMPUTE]
-    first = [e for e in events if e["args"].get("iteration") in (0, None)]
     cycles = {}
-    for kind in PUBLISHED_STEP1_CYCLES:
-        chosen = first if kind != "weight_update" else events
-        durations = [e["dur"] for e in chosen if e["cat"] == kind]
+    for kind in REAL_STEP1_CYCLES:
+        durations = [e["dur"] for e in events if e["cat"] == kind]
         cycles[kind] = durations[0] * 1e-6 * CLOCK_HZ if durations else 0.0
     return cycles
 
 
-def main_phase_busy_shares(trace: dict) -> dict:
+def main_phase(trace: dict):
     phases = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "phase"]
     main = next(p for p in phases if p["name"] == "main")
-    start, end = main["ts"], main["ts"] + main["dur"]
-    shares = {}
-    for e in ipu_events(trace):
-        if e["cat"] in COMPUTE:
-            overlap = max(0.0, min(end, e["ts"] + e["dur"]) - max(start, e["ts"]))
-            shares[e["lane"]] = shares.get(e["lane"], 0.0) + overlap / (end - start)
-    return dict(sorted(shares.items()))
+    return main["ts"], main["ts"] + main["dur"]
+
+
+def main_phase_step_cycles(trace: dict) -> float:
+    """A main-phase time step: the main phase over the forward passes IPU0 starts in it."""
+    start, end = main_phase(trace)
+    steps = sum(1 for e in ipu_events(trace)
+                if e["lane"] == "IPU0" and e["cat"] == "forward" and start <= e["ts"] < end)
+    return (end - start) * 1e-6 * CLOCK_HZ / steps
+
+
+def busy_share(trace: dict, lane: str) -> float:
+    start, end = main_phase(trace)
+    busy = sum(max(0.0, min(end, e["ts"] + e["dur"]) - max(start, e["ts"]))
+               for e in ipu_events(trace) if e["lane"] == lane and e["cat"] in COMPUTE)
+    return busy / (end - start)
+
+
+def figures(traces: dict) -> dict:
+    single = cycles_per_mini_batch(traces[1])
+    found = {f"step 1 {kind}": cycles for kind, cycles in step1_cycles(traces[1]).items()}
+    found["sharded / single"] = cycles_per_mini_batch(traces[2]) / single
+    found["pipelined step / single"] = main_phase_step_cycles(traces[3]) / single
+    found["IPU1 busy share"] = busy_share(traces[3], "IPU1")
+    found["IPU0 busy share"] = busy_share(traces[3], "IPU0")
+    return found
 
 
 def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = pathlib.Path(tmp)
-        traces = {step: simulated_trace(step, workdir) for step in (1, 2, 3)}
-    print("Step 1, one IPU, one mini-batch of 32 (ipu2 cycles at 1.33 GHz; simulated vs "
-          "Graphcore's trace):")
-    for kind, cycles in step1_cycles(traces[1]).items():
-        published = PUBLISHED_STEP1_CYCLES[kind]
-        print(f"  {kind:14s} {cycles:9,.0f}   published about {published:6,}   "
-              f"{cycles / published - 1:+.0%}")
-    single = device_seconds_per_mini_batch(traces[1])
-    print("Device time per mini-batch (simulated IPU time), relative to one IPU:")
-    for step, label in ((1, "step 1, one IPU"), (2, "step 2, sharded (2 IPUs)"),
-                        (3, "step 3, pipelined (2 stages, Grouped)")):
-        seconds = device_seconds_per_mini_batch(traces[step])
-        print(f"  {label:38s} {seconds * 1e6:8.1f} us   {seconds / single:5.2f}x")
-    print("Pipeline main phase, each IPU's busy share:",
-          ", ".join(f"{lane} {share:.0%}" for lane, share in
-                    main_phase_busy_shares(traces[3]).items()))
-    return 0
+        recorded = figures({step: recorded_trace(step, workdir) for step in (1, 2, 3)})
+        from_cli = figures({step: cli_trace(step, workdir) for step in (1, 2, 3)})
+    real = dict(REAL, **{f"step 1 {kind}": c for kind, c in REAL_STEP1_CYCLES.items()})
+    print(f"{'figure':26s} {'Graphcore':>10s} {'recorded':>10s} {'CLI':>10s}   "
+          f"{'bound':8s} {'paths apart':>11s}")
+    failures = 0
+    for name, value in recorded.items():
+        target, other = real.get(name), from_cli[name]
+        share = "share" in name
+        apart = abs(other / value - 1) if value else 0.0
+        if target is None:
+            verdict = "(judgement)"
+        else:
+            bound = SHARE_BOUND if share else RELATIVE_BOUND
+            off = [abs(v - target) if share else abs(v / target - 1) for v in (value, other)]
+            verdict = "ok" if max(off) <= bound else "OUT"
+            failures += verdict == "OUT"
+        failures += apart > PATHS_BOUND
+        fmt = (lambda v: f"{v:10.2f}") if share or "/" in name else (lambda v: f"{v:10,.0f}")
+        print(f"{name:26s} {fmt(target) if target else ' ' * 10} {fmt(value)} {fmt(other)}   "
+              f"{verdict:8s} {apart:10.1%}{'  OUT' if apart > PATHS_BOUND else ''}")
+    print("cycles at 1.33 GHz (ipu2); a main-phase step and the sharded mini-batch are "
+          "relative to step 1's mini-batch")
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

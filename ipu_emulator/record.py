@@ -159,6 +159,9 @@ class EngineRun:
     # update (a gradient accumulation optimizer's mini-batches).
     all_reduce_bytes: int = 0
     gradient_accumulation_count: int = 1
+    # ``TF_POPLAR_FLAGS=--use_synthetic_data`` was set: the simulator leaves the data's host
+    # transfers out (the bytes above stay what the program really moves).
+    synthetic_data: bool = False
 
 
 @dataclass

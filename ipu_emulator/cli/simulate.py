@@ -112,6 +112,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--splits", nargs="+", default=None, metavar="LAYER",
                        help="first layer of each next stage, e.g. dense32 (the tutorial's "
                             f"step 3: {' '.join(builtin_models.TUTORIAL_MLP_SPLITS)})")
+    model.add_argument("--sharded", action="store_true",
+                       help="run the shards cut at --splits in turn, as ipu_shard scopes do "
+                            "(the tutorial's step 2), not as a pipeline: gradients are "
+                            "computed in the last shard, where minimize is built")
+    model.add_argument("--colocate-gradients", action="store_true",
+                       help="with --sharded: each gradient runs with its forward op, as "
+                            "minimize(colocate_gradients_with_ops=True) asks")
     model.add_argument("--batch-size", type=int, default=None, metavar="B",
                        help=f"micro-batch size (default {DEFAULT_BATCH_SIZE} with --model)")
     model.add_argument("--optimizer", choices=sorted(cost_model.OPTIMIZERS), default="sgd",
@@ -266,6 +273,11 @@ def check_request_size(options) -> int:
 def stage_costs_for(options) -> List[cost_model.StageCost]:
     """The stages the options describe: a built-in model (one stage without --splits, else
     cut at its splits), or identical unit stages."""
+    if options.colocate_gradients and not options.sharded:
+        raise ValueError("--colocate-gradients places the gradients of shards; give --sharded "
+                         "too.")
+    if options.sharded and (options.model is None or not options.splits):
+        raise ValueError("--sharded cuts a model into shards: give --model and --splits.")
     if options.model is None:
         if options.splits is not None or options.batch_size is not None:
             raise ValueError("--splits and --batch-size describe a model; give --model too.")
@@ -274,10 +286,16 @@ def stage_costs_for(options) -> List[cost_model.StageCost]:
     else:
         # Recomputation is simulated by the pipeline (an R before each B), so the cost model
         # must not fold it into the backward pass as well.
-        stages = cost_model.stage_costs(builtin_models.builtin_model(options.model),
-                                        options.splits or (),
-                                        batch_size=options.batch_size or DEFAULT_BATCH_SIZE,
-                                        optimizer=options.optimizer)
+        if options.sharded:
+            stages = cost_model.shard_costs(
+                builtin_models.builtin_model(options.model), options.splits or (),
+                batch_size=options.batch_size or DEFAULT_BATCH_SIZE, optimizer=options.optimizer,
+                colocate_gradients=options.colocate_gradients)
+        else:
+            stages = cost_model.stage_costs(builtin_models.builtin_model(options.model),
+                                            options.splits or (),
+                                            batch_size=options.batch_size or DEFAULT_BATCH_SIZE,
+                                            optimizer=options.optimizer)
         if options.stages is not None and options.stages != len(stages):
             raise ValueError(f"--stages {options.stages} disagrees with --splits, which give "
                              f"{len(stages)} stage{'s' if len(stages) != 1 else ''}.")
@@ -293,6 +311,9 @@ def simulate(options):
     training = not options.inference
     if not _is_pipeline(options):  # not a pipeline: one IPU
         schedule = schedules.single_ipu(options.micro_batches, training)
+    elif options.sharded:  # shards take turns, one micro-batch at a time
+        schedule = schedules.build_checked_schedule(
+            "sequential", len(stages), options.micro_batches, None, training)
     else:
         # Built once, with the SDK's checks; the simulator takes the built schedule as it is.
         schedule = schedules.build_checked_schedule(
@@ -306,6 +327,7 @@ def simulate(options):
         offload_weights=options.offload_weights, offload_activations=options.offload_activations,
         accumulation_dtype_bytes=ACCUMULATION_DTYPES[options.accumulation_dtype],
         unit_cost=options.unit_cost, synthetic_data=uses_synthetic_data(options),
+        fifos=_is_pipeline(options) and not options.sharded,
         backward_ratio=1.0 if options.backward_ratio is None else options.backward_ratio)
     return schedule, timeline
 

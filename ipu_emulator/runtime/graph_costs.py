@@ -9,6 +9,7 @@ is one iteration.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Optional
 
 import tensorflow as tf
@@ -146,15 +147,20 @@ def _loop_depth(op) -> int:
     return depth
 
 
-def program_cost(new_ops) -> ComputeCost:
-    """Per-iteration cost of a program's ops (the outermost loop body, or everything)."""
+def loop_step_ops(new_ops):
+    """The ops of one iteration: the outermost loop body's, or all of them without a loop."""
     ops = list(new_ops)
     looped = [op for op in ops if _loop_depth(op) > 0]
-    step_ops = looped if looped else ops
-    phases = _phases_by_dataflow(step_ops)
-    return phase_cost(step_ops, lambda op: phases[op.name], _updated_variable_bytes,
-                      parameter_bytes=_parameter_bytes(ops),
-                      gradient_bytes=_trained_weight_bytes(step_ops))
+    return looped if looped else ops
+
+
+def program_cost(new_ops, outputs=None) -> ComputeCost:
+    """Per-iteration cost of a program's ops on one IPU (``walk``; ``outputs``: its fetched
+    tensors, when known)."""
+    ops = list(new_ops)
+    step_ops = loop_step_ops(ops)
+    return cost_of(walk(step_ops, outputs=outputs), parameter_bytes=parameter_bytes(ops),
+                   gradient_bytes=_trained_weight_bytes(step_ops))
 
 
 _VARIABLE_UPDATE_PREFIXES = ("ResourceApply", "Apply", "ResourceSparseApply", "AssignAdd",
@@ -191,41 +197,152 @@ def op_kind(op) -> str:
     return "elementwise"
 
 
-def phase_cost(ops, phase, extra_bytes=None, **fields) -> ComputeCost:
-    """The cost of ``ops``, each op that does work counted in its ``phase(op)``: its fixed
-    cycles (``op_kind``), its FLOPs, the bytes of its inputs and outputs (plus
-    ``extra_bytes(op)``) and, for a forward op, its outputs as activations.  ``fields`` are
-    the cost's other fields (``parameter_bytes``...)."""
-    flops = {"forward": 0.0, "backward": 0.0, "weight_update": 0.0}
-    traffic = {"forward": 0.0, "backward": 0.0, "weight_update": 0.0}
-    cycles = {"forward": 0.0, "backward": 0.0, "weight_update": 0.0}
-    activation_bytes = 0
+PHASES = ("forward", "backward", "weight_update")
+# Ops that only pass a tensor on, or read its shape: reading a tensor through them is not
+# reading its data (``Shape`` of a forward activation does not keep it for the backward pass).
+_SHAPE_READERS = frozenset({"Shape", "ShapeN", "Size", "Rank", "BroadcastGradientArgs"})
+# Where a TensorFlow loop hands its values on: what flows there is used by the next iteration.
+_LOOP_SINKS = frozenset({"NextIteration", "LoopCond", "Exit"})
+
+
+@dataclass
+class UnitWork:
+    """What the ops of one IPU (a shard or a pipeline stage) do in one iteration, by phase
+    (``PHASES``): fixed cycles (``hardware.OP_CYCLES``), FLOPs and tile-memory traffic; the
+    bytes of the forward results its backward ops read (activations kept for them); and
+    ``reads``, the tensors it takes from other IPUs: ``{(phase, source unit): [bytes,
+    tensors]}``, each tensor counted once per reading IPU, in the first phase that reads it."""
+
+    cycles: list = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    flops: list = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    traffic: list = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    kept_bytes: int = 0
+    reads: dict = field(default_factory=dict)
+
+
+def walk(ops, unit_of=None, phase_of_op=None, outputs=None):
+    """One pass over a program's ops: ``{unit: UnitWork}``.
+
+    This is the one place the cost of TensorFlow ops is read off a graph (one-IPU programs,
+    shards, pipeline stages, IPU Keras stages and TF2 functions all come here).  Each op that
+    does work counts in its phase: forward, backward (by the name TensorFlow's gradients give
+    it, or fed by a backward op) or weight update.  ``unit_of(op)`` says which IPU runs it
+    (default: one IPU).  Left out, as the IPU compiler leaves them out:
+
+    * dead gradient ops (with ``outputs``, the program's fetched tensors, given):
+      ``tf.gradients`` builds a matmul's input gradient even for the first layer, whose input
+      is data; nothing reads it, so XLA removes it;
+    * scalar bookkeeping (loop and mini-batch counters, a learning rate's arithmetic): an
+      op on scalars only is a few cycles on one tile, not a compute set over the chip.
+    """
+    ops = list(ops)
+    unit_of = unit_of or (lambda op: 0)
+    phases = _phases_by_dataflow(ops, phase_of_op or phase_of)
+    live = _live(ops, phases, outputs)
+    units = {}
+    kept = {}       # (tensor name, reading unit) -> bytes
+    copied = set()  # (tensor name, reading unit) already counted as a read
     for op in ops:
-        work = op_flops(op)
-        what = op_kind(op)
-        if work <= 0 and what != "variable":
+        if op not in live:
             continue
-        kind = phase(op)
-        cycles[kind] += hardware.OP_CYCLES[what]
-        if work <= 0:
+        unit = unit_of(op)
+        work = units.setdefault(unit, UnitWork())
+        phase = PHASES.index(phases[op.name])
+        _count_reads(op, unit, phase, unit_of, phases, work, kept, copied, live)
+        flops = op_flops(op)
+        what = op_kind(op)
+        if (flops <= 0 and what != "variable") or _scalar_bookkeeping(op):
+            continue
+        work.cycles[phase] += hardware.OP_CYCLES[what]
+        if flops <= 0:
             continue  # an in-place accumulation: its time is its op's, not FLOPs or bytes
-        flops[kind] += work
-        traffic[kind] += sum(tensor_bytes(t) for t in op.inputs) + sum(
-            tensor_bytes(t) for t in op.outputs) + (extra_bytes(op) if extra_bytes else 0)
-        if kind == "forward":
-            activation_bytes += sum(tensor_bytes(t) for t in op.outputs)
-    return ComputeCost(
-        forward_flops=flops["forward"],
-        backward_flops=flops["backward"],
-        weight_update_flops=flops["weight_update"],
-        bytes_accessed=sum(traffic.values()),
-        phase_bytes=(traffic["forward"], traffic["backward"], traffic["weight_update"]),
-        phase_op_cycles=(cycles["forward"], cycles["backward"], cycles["weight_update"]),
-        activation_bytes=activation_bytes,
-        **fields)
+        work.flops[phase] += flops
+        work.traffic[phase] += sum(tensor_bytes(t) for t in op.inputs) + sum(
+            tensor_bytes(t) for t in op.outputs) + _updated_variable_bytes(op)
+    for (_, unit), nbytes in kept.items():
+        units.setdefault(unit, UnitWork()).kept_bytes += nbytes
+    return units
 
 
-def _phases_by_dataflow(ops):
+def _count_reads(op, unit, phase, unit_of, phases, work, kept, copied, live):
+    """The tensors ``op`` reads: a forward result read by a backward op is kept for it (by
+    the reading IPU); a tensor made on another IPU is copied over, once per reading IPU."""
+    if op.type in _SHAPE_READERS:
+        return
+    for tensor in op.inputs:
+        source = tensor.op
+        if source not in live or tensor_bytes(tensor) <= 0 or _elements(tensor) <= 1:
+            continue
+        key = (tensor.name, unit)
+        if (phase > 0 and phases.get(source.name) == "forward" and op.type not in _FREE_OPS
+                and not _is_variable_value(tensor)):
+            kept[key] = tensor_bytes(tensor)
+        source_unit = unit_of(source)
+        if source_unit == unit or key in copied:
+            continue
+        copied.add(key)
+        count = work.reads.setdefault((PHASES[phase], source_unit), [0, 0])
+        count[0] += tensor_bytes(tensor)
+        count[1] += 1
+
+
+_VALUE_PLUMBING = frozenset({"Identity", "Enter", "Switch", "Merge", "Cast"})
+
+
+def _is_variable_value(tensor) -> bool:
+    """A variable's value (a resource variable's read, a reference variable or its
+    ``/read``, passed into a loop or cast): weights, not activations."""
+    op = tensor.op
+    for _ in range(8):
+        if op.type in ("ReadVariableOp", "VariableV2", "Variable", "VarHandleOp"):
+            return True
+        if op.type not in _VALUE_PLUMBING or not op.inputs:
+            return False
+        op = op.inputs[0].op
+    return False
+
+
+def _scalar_bookkeeping(op) -> bool:
+    """Arithmetic on scalars only (counters, a learning rate): no chip-wide compute set."""
+    tensors = [t for t in list(op.inputs) + list(op.outputs) if t.dtype != tf.resource]
+    return bool(tensors) and all(t.shape.rank is not None and _elements(t) <= 1
+                                 and t.shape.is_fully_defined() for t in tensors)
+
+
+def _live(ops, phases, outputs):
+    """The ops whose results are used: everything, except gradient ops whose results nobody
+    reads (when the program's ``outputs`` are known; a fetched gradient is used)."""
+    if outputs is None:
+        return set(ops)
+    members = set(ops)
+    fetched = {t.op for t in outputs}
+    stack = [op for op in ops
+             if op in fetched or op.type in _LOOP_SINKS or _is_stateful(op)
+             or any(c not in members for t in op.outputs for c in t.consumers())
+             or any(c not in members for c in op._control_outputs)  # pylint: disable=protected-access
+             or (phases[op.name] != "backward"
+                 and not any(t.consumers() for t in op.outputs))]
+    live = set()
+    while stack:
+        op = stack.pop()
+        if op in live:
+            continue
+        live.add(op)
+        stack.extend(t.op for t in op.inputs if t.op in members)
+        # A control dependency only orders ops: the one on a stateless op (``tf.tuple``
+        # grouping a matmul's two gradients) does not keep it alive.
+        stack.extend(c for c in op.control_inputs if c in members and _is_stateful(c))
+    return live
+
+
+def _is_stateful(op) -> bool:
+    try:
+        return op.op_def.is_stateful
+    except (AttributeError, ValueError):
+        return True
+
+
+def _phases_by_dataflow(ops, phase_of_op=None):
     """``phase_of`` each op, except that an op fed by a backward op is backward too.
 
     Gradient accumulation adds each gradient into its accumulator outside any ``gradients``
@@ -233,13 +350,30 @@ def _phases_by_dataflow(ops):
     like activations kept for the backward pass.  ``ops`` are in graph (creation) order, so
     an op's inputs are classified before it.
     """
+    phase_of_op = phase_of_op or phase_of
     phases = {}
     for op in ops:
-        phase = phase_of(op)
+        phase = phase_of_op(op)
         if phase == "forward" and any(phases.get(t.op.name) == "backward" for t in op.inputs):
             phase = "backward"
         phases[op.name] = phase
     return phases
+
+
+def cost_of(units, **fields) -> ComputeCost:
+    """All the units' work as one program's ``ComputeCost`` (``fields``: its other fields)."""
+    total = UnitWork()
+    for work in units.values():
+        for phase in range(3):
+            total.cycles[phase] += work.cycles[phase]
+            total.flops[phase] += work.flops[phase]
+            total.traffic[phase] += work.traffic[phase]
+        total.kept_bytes += work.kept_bytes
+    return ComputeCost(
+        forward_flops=total.flops[0], backward_flops=total.flops[1],
+        weight_update_flops=total.flops[2], bytes_accessed=sum(total.traffic),
+        phase_bytes=tuple(total.traffic), phase_op_cycles=tuple(total.cycles),
+        activation_bytes=total.kept_bytes, **fields)
 
 
 def _trained_weight_bytes(ops):
@@ -259,7 +393,7 @@ def _trained_weight_bytes(ops):
     return sum(trained.values()) if found else None
 
 
-def _parameter_bytes(ops) -> int:
+def parameter_bytes(ops) -> int:
     """Size of the variables the program uses (weights and optimizer slots, each once).
 
     Variables are reached through resource handles: read by ``ReadVariableOp``, updated by

@@ -6,7 +6,7 @@ execution runs, and what each stage costs.
 * ``plan``: the pipeline of one ``fit``/``evaluate``/``predict`` execution (settings for the
   record), once the API front has checked the model's options with the SDK's messages; it
   applies the device and schedule rules (the stages' IPUs, the accumulation count);
-* ``completer``: an execution's engine run completed with one ``StageCost`` per stage,
+* ``run_fields``: what an execution's engine run records: one ``StageCost`` per stage,
   measured once from the graph of Keras's compiled function.
 
 What a pipeline computes is gradient accumulation: every stage sees each of the
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import threading
 import weakref
-from dataclasses import replace
 
 import tensorflow as tf
 
@@ -141,24 +140,24 @@ def plan(layer_stages, schedule, device_mapping, accumulation, mean, pipelining_
 _stage_costs: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def completer(model, function, args, pipeline_plan, batch_bytes):
-    """``complete(run)`` for ``tf2_programs.execute``: the run with the pipeline's settings
-    and the cost of each stage, measured from the graph of Keras's compiled function."""
+def run_fields(model, function, args, pipeline_plan, batch_bytes):
+    """``fields()`` for ``tf2_programs.execute``: an engine run's pipeline settings and the
+    cost of each stage, measured once from the graph of Keras's compiled function."""
     per_function = _stage_costs.setdefault(function, {})
     # The same function traced for another batch size costs differently: the key has it.
     key = (pipeline_plan.settings.training, tuple(sorted(pipeline_plan.layer_stages.items())),
            batch_bytes)
 
-    def complete(run):
+    def fields():
         stages = per_function.get(key)
         if stages is None:
             stages = per_function[key] = _measure_stages(model, function, args, pipeline_plan,
                                                          batch_bytes)
         settings = pipeline_plan.settings
-        return replace(run, stages=stages, pipeline=settings, num_ipus=pipeline_plan.num_shards,
-                       gradient_accumulation_count=settings.gradient_accumulation_count)
+        return dict(stages=stages, pipeline=settings, num_ipus=pipeline_plan.num_shards,
+                    gradient_accumulation_count=settings.gradient_accumulation_count)
 
-    return complete
+    return fields
 
 
 def _measure_stages(model, function, args, pipeline_plan, batch_bytes):
@@ -175,64 +174,45 @@ def _measure_stages(model, function, args, pipeline_plan, batch_bytes):
     ops, in_branch = _ops_with_branches(body if body is not None else concrete.graph)
     stage_of_op = _stages_of_ops(ops, model.name, layer_stages, num_stages)
     accumulating = pipeline_plan.settings.training
-    flops = [{"forward": 0.0, "backward": 0.0} for _ in range(num_stages)]
-    traffic = [{"forward": 0.0, "backward": 0.0} for _ in range(num_stages)]
-    activations = [0] * num_stages
-    crossing = [0] * num_stages
-    update_flops = 0.0
-    # Fixed cycles of the ops (graph_costs.op_kind); the update's are shared like its FLOPs.
-    cycles = [{"forward": 0.0, "backward": 0.0} for _ in range(num_stages)]
-    update_cycles = 0.0
-    for op in ops:
-        work = graph_costs.op_flops(op)
-        what = graph_costs.op_kind(op)
-        if work <= 0 and what != "variable":
-            continue
-        op_cycles = hardware.OP_CYCLES[what]
-        phase = tf2_programs.phase_of(op)
+
+    def phase(op):
+        found = tf2_programs.phase_of(op)
         if accumulating:
             # The update runs in the branch taken once per accumulation (scaling the sums
             # included); adding a micro-batch's gradients to the sums is part of each
             # backward pass.
             if op in in_branch:
-                phase = "weight_update"
-            elif phase == "weight_update":
-                phase = "backward"
-        if phase == "weight_update":  # its bytes: the simulator counts them from the weights
-            update_flops += work
-            update_cycles += op_cycles
-            continue
-        stage = stage_of_op[op.name]
-        cycles[stage][phase] += op_cycles
-        if work <= 0:
-            continue
-        flops[stage][phase] += work
-        traffic[stage][phase] += sum(graph_costs.tensor_bytes(t)
-                                     for t in list(op.inputs) + list(op.outputs))
-        if phase == "forward":
-            activations[stage] += sum(graph_costs.tensor_bytes(t) for t in op.outputs)
-            for tensor in op.outputs:  # sent on to a later stage's forward pass
-                if any(stage_of_op.get(c.name, stage) > stage
-                       and tf2_programs.phase_of(c) == "forward" for c in tensor.consumers()):
-                    crossing[stage] += graph_costs.tensor_bytes(tensor)
+                return "weight_update"
+            if found == "weight_update":
+                return "backward"
+        return found
+
+    # The weight update is one unit (-1), shared out below: an optimizer's ops do not name
+    # the layer whose weights they update.
+    units = graph_costs.walk(
+        ops, unit_of=lambda op: -1 if phase(op) == "weight_update" else stage_of_op[op.name],
+        phase_of_op=phase)
+    empty = graph_costs.UnitWork()
+    update = units.get(-1, empty)
     weights = _stage_weight_bytes(model, layer_stages, num_stages)
     total_weights = sum(weights) or 1
     state = _optimizer_state_bytes(model) if pipeline_plan.settings.training else 0
+    crossing = [sum(nbytes for (when, source), (nbytes, _) in units.get(k + 1, empty).reads.items()
+                    if when == "forward" and source == k) for k in range(num_stages)]
     stages = []
     for k in range(num_stages):
-        share = weights[k] / total_weights
+        work, share = units.get(k, empty), weights[k] / total_weights
         stages.append(StageCost(
             name="stage%d" % k,
             layers=tuple(name for name, stage in layer_stages.items() if stage == k),
-            forward_flops=flops[k]["forward"], backward_flops=flops[k]["backward"],
-            weight_update_flops=update_flops * share,
-            forward_bytes_accessed=traffic[k]["forward"],
-            backward_bytes_accessed=traffic[k]["backward"],
+            forward_flops=work.flops[0], backward_flops=work.flops[1],
+            weight_update_flops=update.flops[2] * share,
+            forward_bytes_accessed=work.traffic[0], backward_bytes_accessed=work.traffic[1],
             parameter_bytes=weights[k], optimizer_state_bytes=int(state * share),
-            activation_bytes=activations[k],
+            activation_bytes=work.kept_bytes,
             input_bytes=int(batch_bytes) if k == 0 else crossing[k - 1],
             output_bytes=crossing[k],
-            op_cycles=(cycles[k]["forward"], cycles[k]["backward"], update_cycles * share)))
+            op_cycles=(work.cycles[0], work.cycles[1], update.cycles[2] * share)))
     return tuple(stages)
 
 
@@ -296,4 +276,4 @@ def _optimizer_state_bytes(model):
 
 
 __all__ = ["entering_stage", "leaving_stage", "node_stage", "set_node_stage",
-           "clear_node_stage", "PipelinePlan", "plan", "completer"]
+           "clear_node_stage", "PipelinePlan", "plan", "run_fields"]

@@ -62,7 +62,7 @@ class CompiledProgram:
         if self._cost is None:
             from . import graph_costs
             ops = [op for op in self.new_ops if op not in self.other_replica_ops]
-            self._cost = graph_costs.program_cost(ops)
+            self._cost = graph_costs.program_cost(ops, outputs=self.output_tensors)
         return self._cost
 
 

@@ -216,7 +216,9 @@ def _record_runs(found_programs, trip_counts, host_seconds, state):
         once_outfeed = sum(o.element_bytes() for o in program.outfeeds if o not in program.outfeeds_in_loop)
         input_bytes = sum(graph_costs.tensor_bytes(t) for t in program.input_tensors)
         output_bytes = sum(graph_costs.tensor_bytes(t) for t in program.output_tensors)
-        record.add_engine_run(model_parallel.complete_run(program, record.EngineRun(
+        fields = dict(num_ipus=program.num_ipus)
+        fields.update(model_parallel.run_fields(program))
+        record.add_engine_run(record.EngineRun(
             program=program.name,
             iterations=iterations,
             step_cost=program.cost(),
@@ -226,8 +228,8 @@ def _record_runs(found_programs, trip_counts, host_seconds, state):
             output_bytes=output_bytes + once_outfeed + (0 if in_loop else loop_outfeed),
             host_seconds=host_seconds / max(1, len(found_programs)),
             first_run=runs_so_far == 0,
-            num_ipus=program.num_ipus,
             replicas=program.replication_factor,
             all_reduce_bytes=program.all_reduce_bytes,
             gradient_accumulation_count=program.gradient_accumulation_count,
-        )))
+            **fields,
+        ))

@@ -17,6 +17,7 @@ This module
 """
 from __future__ import annotations
 
+import os
 import time
 import weakref
 
@@ -139,8 +140,8 @@ def function_cost(concrete) -> ComputeCost:
     """Per-iteration cost of a traced function: its loop body, or all of it without a loop."""
     body = loop_body_graph(concrete.graph)
     ops = _ops_with_nested_calls(body if body is not None else concrete.graph)
-    return graph_costs.phase_cost(
-        ops, phase_of,
+    return graph_costs.cost_of(
+        graph_costs.walk(ops, phase_of_op=phase_of),
         parameter_bytes=graph_costs.variables_bytes(getattr(concrete, "variables", ())))
 
 
@@ -236,12 +237,12 @@ def _function_name(fn) -> str:
 
 
 def execute(info, fn, args=(), kwargs=None, iterations=None, infeed_bytes=None,
-            outfeed_bytes=None, complete=None):
+            outfeed_bytes=None, stage_fields=None):
     """Run ``fn(*args, **kwargs)`` as one engine run of the program ``info`` and record it.
 
     Trip count and feed bytes come from the feeds the call moved, unless the caller knows
-    them (Keras knows its steps per execution and its batches).  ``complete(run)``, if
-    given, returns the run to record instead (a pipelined Keras model adds its stages)."""
+    them (Keras knows its steps per execution and its batches).  ``stage_fields()``, if
+    given, returns the run's other fields (a pipelined Keras model's stages)."""
     kwargs = kwargs or {}
     started = time.perf_counter()
     try:
@@ -268,8 +269,10 @@ def execute(info, fn, args=(), kwargs=None, iterations=None, infeed_bytes=None,
         output_bytes=info.output_bytes,
         host_seconds=host_seconds,
         first_run=info.runs == 0,
+        synthetic_data="--use_synthetic_data" in os.environ.get("TF_POPLAR_FLAGS", ""),
+        **(stage_fields() if stage_fields is not None else {}),
     )
-    record.add_engine_run(complete(run) if complete is not None else run)
+    record.add_engine_run(run)
     info.runs += 1
     return result
 

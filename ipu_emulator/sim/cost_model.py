@@ -20,7 +20,7 @@ Pure Python: no TensorFlow import (the simulator layer never imports it).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, Iterable, List, Sequence, Tuple, Union
 
 from ipu_emulator.record import ComputeCost
@@ -44,6 +44,12 @@ class StageCost:
     cycles (``hardware.OP_CYCLES``): on an IPU every op costs cycles however small, on top of
     its FLOPs and bytes.  A pipeline adds every micro-batch's gradients into accumulators, one
     op per variable, in the backward pass.
+    ``reads`` are the tensors this stage's ops take from another stage's IPU, as
+    ``(phase, source stage, bytes, tensors)``: per micro-batch in the forward and backward
+    phases, per weight update in the ``"weight_update"`` phase.  Shards have them (the SDK
+    runs an op in the shard of the scope it is built in, so gradients computed in the last
+    shard read the activations and weights of the first); pipeline stages pass only their
+    ``output_bytes`` forward and the same size of gradients back, and leave them empty.
     """
 
     name: str
@@ -59,6 +65,7 @@ class StageCost:
     input_bytes: int = 0
     output_bytes: int = 0
     op_cycles: Tuple[float, float, float] = (0.0, 0.0, 0.0)
+    reads: Tuple[Tuple[str, int, int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -153,6 +160,7 @@ class LayerCost:
     forward_op_cycles: float = 0.0
     backward_op_cycles: float = 0.0
     variables: int = 0
+    backward_weight_elements: int = 0
 
 
 def layer_costs(layers: Sequence[Layer], batch_size: int,
@@ -193,6 +201,7 @@ def layer_costs(layers: Sequence[Layer], batch_size: int,
             forward_op_cycles=op_cycles(layer.forward_ops()),
             backward_op_cycles=op_cycles(layer.backward_ops(input_gradient)),
             variables=layer.variable_count() if parameters else 0,
+            backward_weight_elements=layer.backward_weight_elements(shape, input_gradient),
         ))
         trainable_before = trainable_before or parameters > 0
         tensor_of_input = output_tensor
@@ -323,6 +332,92 @@ def stage_costs(layers: Sequence[Layer], splits: Union[str, Iterable[str]], batc
             output_bytes=0 if index == len(stages) - 1 else activation_out + labels_out,
         ))
     return result
+
+
+def shard_costs(layers: Sequence[Layer], splits: Union[str, Iterable[str]], batch_size: int,
+                dtype_bytes: int = 4, optimizer: str = "sgd",
+                colocate_gradients: bool = False) -> List[StageCost]:
+    """The model cut at ``splits`` into shards that run in turn, as ``ipu_shard`` scopes do
+    (the pipelining tutorial's step 2: no pipeline), with ``minimize`` built in the last
+    shard's scope, and what each shard reads from the others (``StageCost.reads``).
+
+    The SDK runs an op in the shard of the scope it is built in, so every gradient (and its
+    accumulator) is computed in the last shard: it reads the other shards' kept activations
+    and the weights its input gradients need, and at each weight update the shards whose
+    variables they are read their accumulated gradients back.  With ``colocate_gradients``
+    (``minimize(colocate_gradients_with_ops=True)``) each gradient runs with its forward op:
+    a shard's backward pass reads only the gradient of its output from the next shard.
+
+    >>> from ipu_emulator.sim.builtin_models import builtin_model
+    >>> first, last = shard_costs(builtin_model("tutorial-mlp"), ["dense32"], batch_size=32)
+    >>> first.backward_flops, sorted(last.reads)[0]
+    (0.0, ('backward', 0, 313344, 5))
+    """
+    layers = tuple(layers)
+    stages = stage_costs(layers, splits, batch_size, dtype_bytes, optimizer)
+    names = split_stages(layers, splits)
+    costs = {c.name: c for c in layer_costs(layers, batch_size, dtype_bytes)}
+    shapes = {s.name: s for s in layer_shapes(layers, batch_size)}
+    shard_of = {name: k for k, stage in enumerate(names) for name in stage}
+    shard_of[layers[0].name] = 0  # the input arrives on the first shard
+    last, loss = len(stages) - 1, _loss_stage(names, shapes)
+    reads: List[Dict[Tuple[str, int], List[int]]] = [{} for _ in stages]
+
+    def read(shard, phase, source, nbytes):
+        if source != shard and nbytes > 0:
+            entry = reads[shard].setdefault((phase, source), [0, 0])
+            entry[0] += nbytes
+            entry[1] += 1
+
+    arrived = set()  # tensors the last shard already has from the forward pass
+    for k in range(1, len(stages)):
+        tensor = _producer(layers, names[k - 1][-1])
+        read(k, "forward", k - 1, dtype_bytes * elements(shapes[names[k - 1][-1]].output_shape))
+        arrived.add((k, tensor))
+    if loss > 0:
+        read(loss, "forward", 0, LABEL_BYTES * batch_size)
+    result = []
+    for k, stage in enumerate(stages):
+        if colocate_gradients or len(stages) == 1:
+            if k < last:  # the gradient of its output, from the next shard's input gradient
+                read(k, "backward", k + 1, stage.output_bytes - (
+                    LABEL_BYTES * batch_size if k < loss else 0))
+            result.append(stage)
+            continue
+        if k < last:
+            for name in names[k]:
+                for tensor, count in costs[name].saved:
+                    if (last, tensor) not in arrived and not tensor.endswith("/saved"):
+                        arrived.add((last, tensor))
+                        read(last, "backward", shard_of[tensor], dtype_bytes * count)
+                read(last, "backward", k, dtype_bytes * costs[name].backward_weight_elements)
+            weights = sum(costs[name].variables for name in names[k])
+            if stage.parameter_bytes:
+                reads[k][("weight_update", last)] = [stage.parameter_bytes, weights]
+            result.append(replace(stage, backward_flops=0.0, backward_bytes_accessed=0.0,
+                                  activation_bytes=0,
+                                  op_cycles=(stage.op_cycles[0], 0.0, stage.op_cycles[2])))
+        else:
+            everything = stages
+            result.append(replace(
+                stage, backward_flops=sum(s.backward_flops for s in everything),
+                backward_bytes_accessed=sum(s.backward_bytes_accessed for s in everything),
+                activation_bytes=sum(s.activation_bytes for s in everything),
+                op_cycles=(stage.op_cycles[0], sum(s.op_cycles[1] for s in everything),
+                           stage.op_cycles[2])))
+    return [replace(stage, name=f"shard{k}", reads=tuple(sorted(
+        (phase, source, nbytes, count) for (phase, source), (nbytes, count) in reads[k].items())))
+        for k, stage in enumerate(result)]
+
+
+def _producer(layers: Sequence[Layer], name: str) -> str:
+    """The tensor a layer's output is: its own, or (a view) the tensor it re-labels."""
+    tensor = layers[0].name
+    for layer in layers[1:]:
+        tensor = tensor if layer.is_view else layer.name
+        if layer.name == name:
+            return tensor
+    raise ValueError(f"no layer {name!r}")
 
 
 def step_cost(layers: Sequence[Layer], batch_size: int) -> ComputeCost:

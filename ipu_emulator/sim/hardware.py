@@ -33,8 +33,9 @@ class IPUTarget:
 
     Tunable unknowns (not in any source we found; see the field comments):
     ``compute_efficiency``, ``external_sync_cycles``, ``ipu_link_latency_s``,
-    ``streaming_memory_bandwidth_bytes_per_s``.  The fixed cost of each op (``OP_CYCLES``) is
-    calibrated on Graphcore's execution traces.
+    ``inter_ipu_copy_bandwidth_bytes_per_s``, ``streaming_memory_bandwidth_bytes_per_s``,
+    ``fifo_bandwidth_bytes_per_s``.  Those and the fixed cost of each op (``OP_CYCLES``) are
+    calibrated on Graphcore's execution traces where a trace fixes them (docs/fidelity.md).
 
     Example::
 
@@ -58,9 +59,12 @@ class IPUTarget:
     streaming_memory_bytes_per_ipu: int  # off-chip DRAM attached to the IPU system, per IPU
     # --- tunable unknowns -------------------------------------------------------------
     # Fraction of peak FP32 FLOP/s reached by the tutorials' small layers (batch 16-64, a few
-    # hundred units).  No source measures it; such layers cannot fill 1472 tiles x 6 threads
-    # nor keep the matrix units streaming, so we assume a quarter of peak.
-    compute_efficiency: float = 0.25
+    # hundred units): they cannot fill 1472 tiles x 6 threads nor keep the matrix units
+    # streaming.  No source measures it.  Calibrated on the pipelining tutorial's step-3
+    # trace: IPU1 (small layers and the loss) is busy about 0.6 of a main-phase step while
+    # IPU0 (dense256, 80 % of the FLOPs) sets the pace, which needs the FLOPs to weigh about
+    # this much against the ops' fixed costs.
+    compute_efficiency: float = 0.07
     # Cycles of one external (chip-wide / host-visible) BSP sync.  Poplar's IPUModel has a
     # ``globalSyncCycles`` knob but our sources give no value.  A sync that crosses the chip
     # boundary must travel the sync network and back; we assume about a microsecond.
@@ -69,10 +73,21 @@ class IPUTarget:
     # SerDes links of this class sit well below a microsecond, GlobalExchange setup adds
     # some, so we assume 1 us.
     ipu_link_latency_s: float = 1e-6
+    # What one copy between two IPUs achieves.  The datasheets give all IPU-Links of a chip
+    # together (GC200: 10 links, 320 GB/s; one link 32 GB/s); a copy between two IPUs uses
+    # the links joining them.  Calibrated on the pipelining tutorial's step-2 trace (sharded:
+    # a mini-batch about 1.72 times step 1's, the difference mostly copies), which gives about
+    # three quarters of one link.
+    inter_ipu_copy_bandwidth_bytes_per_s: float = 24 * GB
     # Bandwidth between one IPU and its streaming memory (offloaded optimizer state and
     # activations).  No source gives it; the traffic leaves the chip over the same host/gateway
     # link as stream copies, so None means "the host link bandwidth".
     streaming_memory_bandwidth_bytes_per_s: Optional[float] = None
+    # How fast a pipeline stage pushes a micro-batch's activations into its FIFOs after the
+    # forward pass, and pops them before the backward pass (on-chip copies through the
+    # exchange).  No source gives it; calibrated on the trace of Graphcore's pipelining
+    # tutorial, step 3 (bench/fidelity.py; docs/fidelity.md).
+    fifo_bandwidth_bytes_per_s: float = 80 * GB
 
     @property
     def streaming_memory_bandwidth(self) -> float:
@@ -111,24 +126,30 @@ class IPUTarget:
 # forward pass, flatten to softmax cross-entropy, about 23,000 cycles (5 matmuls, 9
 # element-wise ops, 1 reduction, 1 loss); the backward pass with gradient accumulation about
 # 27,000 (9 matmuls, 6 element-wise, 5 reductions, 10 accumulator adds); the weight update
-# about 6,200 (10 optimizer kernels).  The model gives 23,000, 26,400 and 6,200 cycles for
-# those ops (bench/fidelity.py prints them for a recorded run).  The split between matmul,
-# element-wise and reduction is a judgement (three figures cannot fix five costs); the loss
-# and the per-variable cost follow from it.
+# about 6,200 (10 optimizer kernels).  With ``compute_efficiency`` (fixed by step 3's trace)
+# timing the FLOPs, the model gives about 23,100, 26,800 and 6,250 cycles for those ops
+# (bench/fidelity.py prints them).  The split between matmul, element-wise and reduction is
+# a judgement (the traces give phase totals, not single ops); the loss is what the forward
+# pass leaves, so its size follows from that judgement too.
 OP_CYCLES: Dict[str, int] = {
-    "matmul": 1300,       # MatMul, convolutions and their gradients: partial sums, then a reduce
-    "elementwise": 500,   # bias add, activations and their gradients, scaling: one compute set
-    "reduction": 800,     # mean, sum, bias gradient, pooling: a compute set and a cross-tile reduce
-    "loss": 9900,         # the fused softmax cross-entropy: max, exp, sum, log and the gradient
+    "matmul": 1050,       # MatMul, convolutions and their gradients: partial sums, then a reduce
+    "elementwise": 400,   # bias add, activations and their gradients, scaling: one compute set
+    "reduction": 650,     # mean, sum, bias gradient, pooling: a compute set and a cross-tile reduce
+    "loss": 8800,         # the fused softmax cross-entropy: max, exp, sum, log and the gradient
     "variable": 610,      # one op on one variable: an optimizer kernel, an accumulator's add
 }
+
+
+def fifo_seconds(nbytes: float, target: "IPUTarget") -> float:
+    """One push into (or pop from) a pipeline stage's activation FIFOs of ``nbytes``."""
+    return nbytes / target.fifo_bandwidth_bytes_per_s
 
 
 def op_cycles(counts: Dict[str, int]) -> float:
     """Fixed cycles of a phase from its ops counted by kind (``OP_CYCLES``).
 
     >>> op_cycles({"matmul": 5, "elementwise": 9, "reduction": 1, "loss": 1})
-    21700
+    18300
     """
     return sum(OP_CYCLES[kind] * count for kind, count in counts.items())
 

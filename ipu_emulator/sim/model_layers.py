@@ -151,6 +151,10 @@ class Layer:
         """Elements of tensors only this layer keeps for its backward pass."""
         return 0
 
+    def backward_weight_elements(self, input_shape: Shape, input_gradient: bool = True) -> int:
+        """Elements of the weights its backward pass reads (the input gradient's kernel)."""
+        return 0
+
     def forward_bytes(self, input_shape: Shape, dtype_bytes: int) -> float:
         return 0.0
 
@@ -269,6 +273,9 @@ class _WeightedLayer(Layer):
 
     def variable_count(self) -> int:
         return 1 + self.use_bias
+
+    def backward_weight_elements(self, input_shape: Shape, input_gradient: bool = True) -> int:
+        return self._weight_count(input_shape) if input_gradient else 0
 
     def saves_input(self) -> bool:
         return True  # the weight gradient multiplies the incoming gradient by the input

@@ -58,7 +58,7 @@ from typing import Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple,
 
 from ipu_emulator.sim import schedule_actions, schedules as sched
 from ipu_emulator.sim.cost_model import StageCost
-from ipu_emulator.sim.hardware import HostModel, IPUTarget, get_target
+from ipu_emulator.sim.hardware import HostModel, IPUTarget, fifo_seconds, get_target
 from ipu_emulator.sim.schedule_actions import (BACKWARD, FORWARD, RECOMPUTE, UPDATE, WEIGHT_GRAD,
                                                Action, Schedule)
 from ipu_emulator.sim.timeline import (CLOCK, HOST_LANE, UNIT_CLOCK, Event, Metrics, Timeline,
@@ -177,6 +177,7 @@ class _PipelineSimulationSettings:
     stages_per_ipu: int
     backward_ratio: float
     synthetic_data: bool
+    fifos: bool
 
 
 @dataclass
@@ -190,6 +191,7 @@ class _Plan:
     durations: Dict[Tuple[int, str], float]  # (stage, kind) -> seconds or units
     split_stages: FrozenSet[int]  # stages whose backward is split into B and W
     recomputed: FrozenSet[Tuple[int, int]]  # (stage, micro-batch) with a recompute R
+    reads: bool = False  # the stages list their cross-IPU reads (shards)
 
     @property
     def mapping(self) -> Tuple[int, ...]:
@@ -218,7 +220,22 @@ class _Plan:
         cost = self.stages[stage]
         return cost.input_bytes if recomputed else cost.activation_bytes
 
+    def fifo_seconds(self, a: Action, first_backward_work: bool) -> float:
+        """A pipeline stage keeps each micro-batch's activations in FIFOs from its forward
+        to its backward pass: a push after the forward, a pop before the first backward
+        work (``hardware.fifo_seconds``).  Shards and unit-cost runs have none."""
+        settings = self.settings
+        if not settings.fifos or settings.unit_cost or not settings.training:
+            return 0.0
+        if a.kind != FORWARD and not first_backward_work:
+            return 0.0
+        return fifo_seconds(self.kept_bytes(a.stage, (a.stage, a.micro_batch) in self.recomputed),
+                            settings.target)
 
+
+# What a stage's ``reads`` carry in each phase, as the trace's flow arrows name it.
+_READ_LABELS = {"forward": "activations", "backward": "activations and weights",
+                "weight_update": "accumulated gradients"}
 # A recompute repeats its stage's forward; the W half of a split backward costs as its B.
 _SAME_COST_AS = {RECOMPUTE: FORWARD, WEIGHT_GRAD: BACKWARD}
 
@@ -258,7 +275,7 @@ def _plan(settings: _PipelineSimulationSettings) -> _Plan:
                 if settings.unit_cost
                 else action_seconds(cost, kind, settings.target, k in split, accumulators[k]))
     return _Plan(settings, built, stages, accumulators, durations, frozenset(split),
-                 frozenset(recomputed))
+                 frozenset(recomputed), reads=any(s.reads for s in stages))
 
 
 def _prebuilt_schedule(schedule: Schedule, num_stages: int, gac, training: bool,
@@ -382,7 +399,8 @@ class _PipelineRun:
             self.loaded[(p, k, m)] = start
         if kind == UPDATE and a == self.first_update[ipu]:
             at = self._before_weight_update(ipu, at)
-        start, end = self._place(ipu, EVENT_KIND[kind], str(a), plan.seconds(a), at, a)
+        seconds = plan.seconds(a) + plan.fifo_seconds(a, self._first_backward_work(a))
+        start, end = self._place(ipu, EVENT_KIND[kind], str(a), seconds, at, a)
         self.placed.append(_PlacedAction(ipu, a, start, end, p))
         if kind == FORWARD and k == plan.schedule.num_stages - 1 and not settings.synthetic_data:
             nbytes = plan.stages[k].output_bytes if not settings.training else max(
@@ -431,25 +449,44 @@ class _PipelineRun:
 
     # -- data crossing IPUs ----------------------------------------------------------------
 
-    def transfers_from(self, a: Action) -> List[Tuple[int, int, float, str]]:
-        """``(source IPU, destination IPU, bytes, label)`` that ``a``'s result must travel."""
+    def transfers_from(self, a: Action) -> List[Tuple[int, int, float, str, int]]:
+        """``(source IPU, destination IPU, bytes, label, copies)`` that ``a``'s result must
+        travel (stages that list their ``reads`` take them instead: ``transfers_into``)."""
         mapping, k = self.plan.mapping, a.stage
+        if self.plan.reads:
+            return []
         if a.kind == FORWARD and k + 1 < len(mapping) and mapping[k + 1] != mapping[k]:
             nbytes = self.plan.output_bytes(k)
-            return [(mapping[k], mapping[k + 1], nbytes, "activations")] if nbytes > 0 else []
+            return [(mapping[k], mapping[k + 1], nbytes, "activations", 1)] if nbytes > 0 else []
         if a.kind == BACKWARD and k > 0 and mapping[k - 1] != mapping[k]:
             nbytes = self.plan.output_bytes(k - 1)
-            return [(mapping[k], mapping[k - 1], nbytes, "gradients")] if nbytes > 0 else []
+            return [(mapping[k], mapping[k - 1], nbytes, "gradients", 1)] if nbytes > 0 else []
         return []
+
+    def transfers_into(self, a: Action) -> List[Tuple[int, int, float, str, int]]:
+        """The tensors ``a`` reads from other IPUs (its stage's ``reads`` of ``a``'s phase):
+        copied in the exchange that starts ``a``'s step."""
+        mapping, k = self.plan.mapping, a.stage
+        phase = {FORWARD: "forward", BACKWARD: "backward", UPDATE: "weight_update"}.get(a.kind)
+        if phase == "backward" and not self._first_backward_work(a):
+            return []
+        return [(mapping[source], mapping[k], nbytes, _READ_LABELS[phase], copies)
+                for read_phase, source, nbytes, copies in self.plan.stages[k].reads
+                if read_phase == phase and mapping[source] != mapping[k] and nbytes > 0]
 
     # -- bulk-synchronous passes -----------------------------------------------------------
 
     def run_synchronous_pass(self, start: float) -> float:
         plan, settings = self.plan, self.settings
         barrier = start
-        pending: List[Tuple[int, int, float, str]] = []
+        pending: List[Tuple[int, int, float, str, int]] = []
         mapping = plan.mapping
         for step in plan.schedule.steps:
+            if not settings.unit_cost:
+                for a in step:
+                    pending += self.transfers_into(a)
+                if not pending and all(plan.seconds(a) <= 0 for a in step):
+                    continue  # a shard with nothing to do in this phase: no step at all
             # Every lane is idle by ``barrier``, so only the IPUs this step touches can move
             # it: the barrier never needs a scan of all lanes (Sequential has one per action).
             touched = {mapping[a[0]] for a in step}
@@ -457,7 +494,7 @@ class _PipelineRun:
             if not settings.unit_cost:
                 # Every IPU waits at the step's barrier; the sync is drawn on the IPUs that
                 # take part in the step (idle ones simply wait, which shows as a gap).
-                for src, dst, _, _ in pending:
+                for src, dst, *_ in pending:
                     touched.update((src, dst))
                 lanes = [lane for i in sorted(touched) for lane in plan.lanes[i]]
                 step_start = self.builder.place(
@@ -474,23 +511,23 @@ class _PipelineRun:
         return barrier
 
     def _exchange_phase(self, transfers, earliest: float) -> float:
-        """One GlobalExchange moving all of a step's transfers at once; it lasts as long as
-        the busiest IPU's link traffic (sent or received)."""
-        plan = self.plan
-        sent: Dict[int, float] = {}
-        received: Dict[int, float] = {}
-        for src, dst, nbytes, _ in transfers:
-            sent[src] = sent.get(src, 0.0) + nbytes
-            received[dst] = received.get(dst, 0.0) + nbytes
-        busiest = max(list(sent.values()) + list(received.values()))
-        ipus = sorted(set(sent) | set(received))
-        lanes = [lane for i in ipus for lane in plan.lanes_of(i)]
+        """One exchange moving all of a step's transfers; it lasts as long as the busiest
+        IPU's copies (sent or received), each tensor an inter-IPU copy
+        (``timeline.ipu_link_seconds``)."""
+        plan, target = self.plan, self.settings.target
+        busy: Dict[int, float] = {}
+        for src, dst, nbytes, _, copies in transfers:
+            seconds = ipu_link_seconds(nbytes, target, copies)
+            for ipu in (src, dst):
+                busy[ipu] = busy.get(ipu, 0.0) + seconds
+        lanes = [lane for i in sorted(busy) for lane in plan.lanes_of(i)]
         start, end = self.builder.place(
-            lanes, "exchange", "GlobalExchange (IPU-Links)",
-            ipu_link_seconds(busiest, self.settings.target), earliest, engine_run=0,
-            iteration=self.pass_index, args={"bytes": sum(t[2] for t in transfers)})
+            lanes, "exchange", "GlobalExchange (IPU-Links)", max(busy.values()), earliest,
+            engine_run=0, iteration=self.pass_index,
+            args={"bytes": sum(t[2] for t in transfers),
+                  "copies": sum(t[4] for t in transfers)})
         middle = (start + end) / 2
-        for src, dst, _, label in transfers:
+        for src, dst, _, label, _ in transfers:
             self._flows(label, src, dst, middle, middle)
         return end
 
@@ -525,9 +562,9 @@ class _PipelineRun:
         transfers = self.transfers_from(source)
         if settings.unit_cost or not transfers:
             return ready
-        src, dst, nbytes, label = transfers[0]
+        src, dst, nbytes, label, copies = transfers[0]
         start, end = self._place(ipu, "exchange", f"GlobalExchange {label} IPU{src}->IPU{dst}",
-                                 ipu_link_seconds(nbytes, settings.target), ready, source,
+                                 ipu_link_seconds(nbytes, settings.target, copies), ready, source,
                                  {"bytes": nbytes})
         self._flows(label, src, dst, ready, end)
         return end
@@ -697,6 +734,7 @@ def simulate_pipeline(
     stages_per_ipu: int = 2,
     backward_ratio: float = 1.0,
     synthetic_data: bool = False,
+    fifos: bool = True,
 ) -> Timeline:
     """Simulate one engine run of a pipelined program: ``repeat_count`` passes of
     ``gradient_accumulation_count`` micro-batches through ``stages``.
@@ -710,7 +748,9 @@ def simulate_pipeline(
     length of a backward action in forward actions, in unit-cost mode only (real costs come
     from the stages).  ``synthetic_data`` leaves out every host transfer of data (infeed and
     outfeed copies and the host's preparation of the data), as
-    ``TF_POPLAR_FLAGS=--use_synthetic_data`` does on the SDK.
+    ``TF_POPLAR_FLAGS=--use_synthetic_data`` does on the SDK.  ``fifos``: the stages keep
+    activations in FIFOs between forward and backward, as a pipeline does (not shards run
+    in turn).
 
     Misconfigurations the SDK rejects raise ``schedule_rules.PipelineConfigurationError`` with
     its message; impossible hand-written schedules raise
@@ -739,7 +779,7 @@ def simulate_pipeline(
         offload_weights=offload_weights, offload_activations=offload_activations,
         accumulation_dtype_bytes=accumulation_dtype_bytes, unit_cost=unit_cost, title=title,
         variable_dtype_bytes=variable_dtype_bytes, stages_per_ipu=stages_per_ipu,
-        backward_ratio=float(backward_ratio), synthetic_data=synthetic_data)
+        backward_ratio=float(backward_ratio), synthetic_data=synthetic_data, fifos=fifos)
     with _cyclic_gc_paused():
         return _simulate(settings)
 

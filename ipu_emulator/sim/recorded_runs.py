@@ -41,16 +41,25 @@ def synthetic_by_default(run: EngineRun) -> bool:
     return run.pipeline is not None or run.replicas > 1
 
 
+def uses_synthetic_data(run: EngineRun, asked: Optional[bool] = None) -> bool:
+    """Whether ``run`` is simulated without its data's host transfers: as ``asked``; else
+    when it ran with ``TF_POPLAR_FLAGS=--use_synthetic_data`` (``run.synthetic_data``) or
+    is pipelined or replicated (``synthetic_by_default``).  The one place this is decided:
+    the record keeps the bytes the program really moves."""
+    if asked is not None:
+        return asked
+    return run.synthetic_data or synthetic_by_default(run)
+
+
 def simulate_run(run: EngineRun, target: Union[str, IPUTarget] = "ipu2",
                  host: Optional[HostModel] = None,
                  batch_size: Optional[int] = None,
-                 synthetic_data: Optional[bool] = False) -> Timeline:
+                 synthetic_data: Optional[bool] = None) -> Timeline:
     """The simulated timeline of one engine run (sharded, pipelined or single-IPU).
 
-    ``synthetic_data`` leaves out the data's host transfers (``None``: for pipelined and
-    replicated runs, ``synthetic_by_default``)."""
-    if synthetic_data is None:
-        synthetic_data = synthetic_by_default(run)
+    ``synthetic_data`` leaves out the data's host transfers (``None``: as
+    ``uses_synthetic_data`` decides)."""
+    synthetic_data = uses_synthetic_data(run, synthetic_data)
     if synthetic_data:
         run = _without_data(run)
     if not run.stages or run.iterations == 0:
@@ -74,7 +83,7 @@ def simulate_run(run: EngineRun, target: Union[str, IPUTarget] = "ipu2",
             repeat_count=run.iterations // accumulated, replicas=max(1, run.replicas),
             target=target,
             host=host, batch_size=batch_size, training=training, synthetic_data=synthetic_data,
-            title=f"sharded over {len(stages)} IPUs: {run.iterations} step"
+            fifos=False, title=f"sharded over {len(stages)} IPUs: {run.iterations} step"
                   f"{'s' if run.iterations != 1 else ''}"
                   f"{', synthetic data' if synthetic_data else ''}")
     gac = settings.gradient_accumulation_count
@@ -94,7 +103,7 @@ def simulate_run(run: EngineRun, target: Union[str, IPUTarget] = "ipu2",
 
 def simulate_runs(runs: Sequence[EngineRun], target: Union[str, IPUTarget] = "ipu2",
                   host: Optional[HostModel] = None, batch_size: Optional[int] = None,
-                  title: str = "", synthetic_data: Optional[bool] = False) -> Timeline:
+                  title: str = "", synthetic_data: Optional[bool] = None) -> Timeline:
     """The simulated timeline of ``runs`` executed one after another."""
     target = get_target(target)
     timelines = [simulate_run(run, target, host, batch_size, synthetic_data) for run in runs]
@@ -113,12 +122,11 @@ def simulate_record(program_record: record.ProgramRecord, target: Union[str, IPU
     Runs of sharded or pipelined programs are simulated stage by stage with their measured
     stage costs: shards take turns, pipeline stages follow the program's schedule.  Runs of
     one-IPU programs go to ``timeline.simulate_engine_runs``.  ``synthetic_data``: leave out
-    the data's host transfers; by default (``None``) for pipelined and replicated runs only
-    (``synthetic_by_default``); the title then says ", synthetic data".
+    the data's host transfers; by default (``None``) as ``uses_synthetic_data`` decides;
+    the title then says ", synthetic data".
     """
     runs = program_record.runs
-    synthetic = [synthetic_by_default(run) if synthetic_data is None else synthetic_data
-                 for run in runs]
+    synthetic = [uses_synthetic_data(run, synthetic_data) for run in runs]
     if any(run.stages for run in runs):
         timeline = simulate_runs(runs, target=target, host=host, batch_size=batch_size,
                                  title=title, synthetic_data=synthetic_data)

@@ -280,9 +280,12 @@ def stream_copy_seconds(nbytes: float, target: IPUTarget, host: HostModel) -> fl
     return host.stream_copy_latency_s + nbytes / target.host_link_bandwidth_bytes_per_s
 
 
-def ipu_link_seconds(nbytes: float, target: IPUTarget) -> float:
-    """One chip-to-chip transfer over IPU-Links (GlobalExchange)."""
-    return target.ipu_link_latency_s + nbytes / target.ipu_link_bandwidth_bytes_per_s
+def ipu_link_seconds(nbytes: float, target: IPUTarget, copies: int = 1) -> float:
+    """``copies`` chip-to-chip copies over IPU-Links moving ``nbytes`` in all: a fixed cost
+    per copy (``ipu_link_latency_s``) plus the bytes at what a copy between two IPUs
+    achieves (``inter_ipu_copy_bandwidth_bytes_per_s``)."""
+    return (copies * target.ipu_link_latency_s
+            + nbytes / target.inter_ipu_copy_bandwidth_bytes_per_s)
 
 
 def allreduce_seconds(nbytes: float, replicas: int, target: IPUTarget) -> float:

@@ -21,10 +21,13 @@ def test_device_for_every_layer_follows_the_picker_rules():
 def test_balanced_split_is_the_pickers_shortest_and_most_balanced():
     times = {name: pass_time([name]) for name in nb08.EVERY_LAYER}
     best = min(times, key=times.get)
-    assert nb08._best_single_split() == best == "dense32"
+    # In time the tutorial's default split (dense32) leaves IPU1 waiting: moving dense64 over
+    # balances the stages (Graphcore's step-3 trace: IPU1 busy about 60 % of a step).
+    assert nb08._best_single_split() == best == "dense64"
     assert min(nb08.EVERY_LAYER, key=lambda n: imbalance(
         evaluate([n], batch_size=32).result.timeline)) == best
-    assert nb08.check_balanced_split(["dense32"]).ok                # a one-item list is fine
+    assert nb08.check_balanced_split(["dense64"]).ok                # a one-item list is fine
+    assert "default split" in nb08.check_balanced_split("dense32").text
     assert "stage 0 empty" in nb08.check_balanced_split("flatten").text
 
 

@@ -33,6 +33,8 @@ def test_step_1_cycles_are_within_15_percent_of_the_real_trace(action, published
 
 
 def test_small_layers_are_bound_by_their_ops_not_their_flops():
+    # Most of a forward pass is the ops' fixed cost; the FLOPs (nearly all dense256's, at
+    # the efficiency step 3's trace gives) are about a fifth.
     forward = action_seconds(MLP, "F", IPU2, split_backward=False)
     arithmetic = MLP.forward_flops / IPU2.achievable_fp32_flops
-    assert arithmetic < 0.1 * forward
+    assert 0.1 * forward < arithmetic < 0.25 * forward

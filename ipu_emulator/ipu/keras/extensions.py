@@ -228,11 +228,11 @@ class _RecordedExecution:
         info = tf2_programs.program_info(self._function, (iterator,), {}, key="keras")
         batch_bytes = model.__dict__.get("_ipu_batch_bytes", 0)
         pipeline = model.__dict__.get("_ipu_pipeline_plans", {}).get(self._training)
-        complete = (keras_stages.completer(model, self._function, (iterator,), pipeline,
+        stage_fields = (keras_stages.run_fields(model, self._function, (iterator,), pipeline,
                                            batch_bytes) if pipeline is not None else None)
         return tf2_programs.execute(
             info, self._function, (iterator,), iterations=steps, infeed_bytes=batch_bytes,
-            outfeed_bytes=None, complete=complete)
+            outfeed_bytes=None, stage_fields=stage_fields)
 
     def __getattr__(self, name):
         return getattr(self._function, name)
