@@ -277,7 +277,11 @@ def _count_reads(op, unit, phase, unit_of, phases, work, kept, copied, live):
         if (phase > 0 and phases.get(source.name) == "forward" and op.type not in _FREE_OPS
                 and not _is_variable_value(tensor)):
             kept[key] = tensor_bytes(tensor)
-        source_unit = unit_of(source)
+        if op.type in _FREE_OPS:
+            continue  # it only passes the tensor on: its reader copies it, if anyone does
+        origin = _origin(tensor)
+        source_unit = unit_of(origin.op)
+        key = (origin.name, unit)
         if source_unit == unit or key in copied:
             continue
         copied.add(key)
@@ -287,6 +291,18 @@ def _count_reads(op, unit, phase, unit_of, phases, work, kept, copied, live):
 
 
 _VALUE_PLUMBING = frozenset({"Identity", "Enter", "Switch", "Merge", "Cast"})
+
+
+def _origin(tensor):
+    """Where a tensor's data was made: through ops that only pass it on (a reshape, a cast
+    to its own type, loop plumbing), which move no data between IPUs."""
+    for _ in range(16):
+        op = tensor.op
+        inputs = [t for t in op.inputs if t.dtype != tf.resource]
+        if op.type not in _FREE_OPS or not inputs:
+            return tensor
+        tensor = inputs[0]
+    return tensor
 
 
 def _is_variable_value(tensor) -> bool:
@@ -402,6 +418,8 @@ def parameter_bytes(ops) -> int:
     """
     seen, total = set(), 0
     for op in ops:
+        if op.type in _HANDLE_PLUMBING:
+            continue  # it only passes a handle on (into a loop or a branch)
         for tensor in op.inputs:
             if tensor.dtype != tf.resource:
                 continue

@@ -20,10 +20,15 @@ Doing it at session creation rather than at configure time is the only place it 
 done: the device list of a session is fixed when it is created, and it is the one moment
 we know both the configuration and the session's own ``ConfigProto``.
 
-Backward ops follow their forward op's shard, as in the SDK (it wraps gradient functions
-so gradients computed outside the scope still run where the forward op ran): TensorFlow
-marks each op built by a gradient function with the forward op as ``_original_op``, and
-the device function below reads the shard from there.
+Where gradients run follows the SDK (Graphcore's TensorFlow user guide, sharding): an op
+runs in the shard of the ``ipu_shard`` scope it is built in, so the gradient ops that
+``minimize`` or ``compute_gradients`` build inside ``ipu_shard(1)`` run on shard 1, whichever
+shard their forward ops ran on (in the pipelining tutorial's step 2 every gradient is computed
+on IPU1).  Gradients built outside every shard scope follow their forward op: TensorFlow marks
+each op a gradient function builds with the forward op as ``_original_op``, and the device
+function below reads the shard from there.  With ``colocate_gradients_with_ops=True``
+TensorFlow colocates each gradient op with its forward op (device functions are not called
+for it), and ``placed_shard`` follows that colocation.
 """
 from __future__ import annotations
 
@@ -221,13 +226,13 @@ def device_function(ordinal):
     """Device function of ``ipu_scope('/device:IPU:{ordinal}')``: tag and place each op."""
 
     def place(op):
-        indices = None
-        original = getattr(op, "_original_op", None)
-        forward_shard = shard_of(original)
-        if forward_shard is not None:
-            indices = [forward_shard]
-        elif current_shard_indices() is not None:
-            indices = current_shard_indices()
+        # The scope an op is built in decides, gradient ops included; only outside every
+        # shard scope does a gradient follow its forward op.
+        indices = current_shard_indices()
+        if indices is None:
+            forward_shard = shard_of(getattr(op, "_original_op", None))
+            if forward_shard is not None:
+                indices = [forward_shard]
         first_ipu = _replica_first_ipu()
         if indices is None:
             return cpu_device(ordinal, first_ipu)
@@ -294,6 +299,10 @@ def placed_shard(op, ordinal=0):
     colocated = _colocated_op(op)
     if colocated is not None:
         return placed_shard(colocated, ordinal)
+    variable = _variable_read_or_written(op)
+    if variable is not None:
+        # TensorFlow's placer runs an op on a resource variable where the variable lives.
+        return placed_shard(variable, ordinal)
     shard = shard_of(op)
     if shard is not None:
         return shard
@@ -305,6 +314,24 @@ def placed_shard(op, ordinal=0):
             source = tensor.op
             if source.type in ("VarHandleOp",) or shard_of(source) is not None or source.device:
                 return placed_shard(source, ordinal)
+    return None
+
+
+_VARIABLE_OPS = frozenset({"ReadVariableOp", "AssignVariableOp", "AssignAddVariableOp",
+                           "AssignSubVariableOp"})
+
+
+def _variable_read_or_written(op):
+    """The ``VarHandleOp`` a variable read or assignment works on, through loop plumbing."""
+    if op.type not in _VARIABLE_OPS or not op.inputs:
+        return None
+    source = op.inputs[0].op
+    for _ in range(16):
+        if source.type == "VarHandleOp":
+            return source
+        if source.type not in ("Enter", "Identity", "Switch", "Merge") or not source.inputs:
+            return None
+        source = source.inputs[0].op
     return None
 
 

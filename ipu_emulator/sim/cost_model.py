@@ -29,6 +29,10 @@ from ipu_emulator.sim.model_layers import (LABEL_BYTES, Input, Layer, Shape, Sof
                                            check_positive_int, elements)
 
 
+# The int32 mini-batch counter a gradient accumulation optimizer keeps.
+ACCUMULATION_COUNTER_BYTES = 4
+
+
 @dataclass(frozen=True)
 class StageCost:
     """What one pipeline stage costs, per micro-batch unless said otherwise.
@@ -382,7 +386,8 @@ def shard_costs(layers: Sequence[Layer], splits: Union[str, Iterable[str]], batc
             if k < last:  # the gradient of its output, from the next shard's input gradient
                 read(k, "backward", k + 1, stage.output_bytes - (
                     LABEL_BYTES * batch_size if k < loss else 0))
-            result.append(stage)
+            result.append(replace(stage, parameter_bytes=stage.parameter_bytes
+                                  + _accumulator_bytes([stage])))
             continue
         if k < last:
             for name in names[k]:
@@ -394,20 +399,29 @@ def shard_costs(layers: Sequence[Layer], splits: Union[str, Iterable[str]], batc
             weights = sum(costs[name].variables for name in names[k])
             if stage.parameter_bytes:
                 reads[k][("weight_update", last)] = [stage.parameter_bytes, weights]
+            # its accumulators live with the gradients, on the last shard
             result.append(replace(stage, backward_flops=0.0, backward_bytes_accessed=0.0,
                                   activation_bytes=0,
                                   op_cycles=(stage.op_cycles[0], 0.0, stage.op_cycles[2])))
         else:
             everything = stages
             result.append(replace(
-                stage, backward_flops=sum(s.backward_flops for s in everything),
+                stage, parameter_bytes=stage.parameter_bytes + _accumulator_bytes(everything),
+                backward_flops=sum(s.backward_flops for s in everything),
                 backward_bytes_accessed=sum(s.backward_bytes_accessed for s in everything),
-                activation_bytes=sum(s.activation_bytes for s in everything),
+                activation_bytes=dtype_bytes * sum(dict(
+                    saved for layer in costs.values() for saved in layer.saved).values()),
                 op_cycles=(stage.op_cycles[0], sum(s.op_cycles[1] for s in everything),
                            stage.op_cycles[2])))
     return [replace(stage, name=f"shard{k}", reads=tuple(sorted(
         (phase, source, nbytes, count) for (phase, source), (nbytes, count) in reads[k].items())))
         for k, stage in enumerate(result)]
+
+
+def _accumulator_bytes(stages: Sequence[StageCost]) -> int:
+    """A gradient accumulation optimizer's accumulators (one per weight, the weight's type)
+    and its mini-batch counter: resident where the gradients are computed."""
+    return sum(s.parameter_bytes for s in stages) + ACCUMULATION_COUNTER_BYTES
 
 
 def _producer(layers: Sequence[Layer], name: str) -> str:

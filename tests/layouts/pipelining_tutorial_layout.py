@@ -5,7 +5,8 @@ Like the tutorial's steps, it builds the whole model first, inside ``ipu_scope``
 the session (``--configure-first`` moves the configuration to the top, for comparison).
 
     --step 1   one IPU: an on-device loop with GradientAccumulationOptimizerV2
-    --step 2   the same model sharded over two IPUs
+    --step 2   the same model sharded over two IPUs (``--colocate-gradients``: each gradient
+               with its forward op instead of in the last shard, where minimize is built)
     --step 3   two pipeline stages written by hand (--schedule picks the schedule)
     --step 4   stages cut from layers found by name at the --splits; as many IPUs as stages
 
@@ -71,6 +72,8 @@ def parse_args(model_layers):
                         + ", ".join(layer["id"] for layer in model_layers))
     parser.add_argument("--replicas", type=int, default=1)
     parser.add_argument("--configure-first", action="store_true")
+    parser.add_argument("--colocate-gradients", action="store_true",
+                        help="steps 1-2: minimize(colocate_gradients_with_ops=True)")
     return parser.parse_args()
 
 
@@ -110,7 +113,8 @@ def loop_model(args, infeed, outfeed, shards):
                 learning_rate=learning_rate))
             optimizer = ipu.optimizers.GradientAccumulationOptimizerV2(
                 optimizer, num_mini_batches=args.batches_to_accumulate)
-            train_op = optimizer.minimize(loss=loss)
+            train_op = optimizer.minimize(
+                loss=loss, colocate_gradients_with_ops=args.colocate_gradients)
         with tf.control_dependencies([train_op]):
             return learning_rate, outfeed.enqueue(loss)
 

@@ -15,10 +15,12 @@ replicated) at the memory cost of one::
 The optimizer must be used inside an on-device loop whose iteration count is a multiple of
 ``num_mini_batches``; the SDK checks this when it compiles the program (at its first run).
 """
+import contextlib
+
 import tensorflow as tf
 
 from ipu_emulator.ipu.gradient_accumulation import GradientAccumulationReductionMethod
-from ipu_emulator.runtime import first_run, programs
+from ipu_emulator.runtime import first_run, programs, shards
 from ipu_emulator.runtime.gradient_accumulators import accumulate, accumulator_dtype
 from .cross_replica_optimizer import CrossReplicaOptimizer
 from .ipu_optimizer import IpuOptimizer
@@ -26,6 +28,14 @@ from .ipu_optimizer import IpuOptimizer
 # The SDK's messages for a misplaced accumulation, checked when the program first runs.
 NOT_IN_LOOP_MESSAGE = first_run.ACCUMULATION_NOT_IN_LOOP_MESSAGE
 NOT_A_MULTIPLE_MESSAGE = first_run.ACCUMULATION_NOT_A_DIVISOR_MESSAGE
+
+
+def _on_shard_of(grad):
+    """A scope placing new ops on the shard that computes ``grad`` (none when unsharded)."""
+    if shards.current_shard_indices() is None and shards.shard_of(grad.op) is None:
+        return contextlib.nullcontext()
+    shard = shards.placed_shard(grad.op)
+    return shards.shard_context([shard]) if shard is not None else contextlib.nullcontext()
 
 
 class GradientAccumulationOptimizerV2(IpuOptimizer):
@@ -56,11 +66,17 @@ class GradientAccumulationOptimizerV2(IpuOptimizer):
         count = self._num_mini_batches
         with tf.init_scope():
             counter = self._counter_variable()
-            accumulators = [self._accumulator(v) for _, v in grads_and_vars]
+            accumulators = []
+            for grad, var in grads_and_vars:
+                with _on_shard_of(grad):
+                    accumulators.append(self._accumulator(var))
         seen = counter.read_value()  # mini-batches accumulated before this one
         updates = []
         for (grad, _), accumulator in zip(grads_and_vars, accumulators):
-            updates.append(accumulate(accumulator, grad, self._reduction_method, count, seen))
+            # As the SDK's, each accumulator lives and adds where its gradient is computed.
+            with tf.compat.v1.colocate_with(grad.op):
+                updates.append(accumulate(accumulator, grad, self._reduction_method, count,
+                                          seen))
         with tf.control_dependencies(updates):
             reached = tf.equal(seen + 1, count)
 
