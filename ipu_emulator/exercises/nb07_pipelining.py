@@ -259,10 +259,11 @@ def check_pace_setter(ipu, timeline: Optional[object] = None):
         return not_yet("the pace is set by the IPU that computes longest per micro-batch: "
                        "look for the lane with the fewest gaps in the four-stage trace.")
     return right(f"IPU{busiest} runs dense32, the logits and the loss, the same layers as "
-                 "IPU1 did with two stages. The new cuts split only the first stage; the last "
-                 "keeps all its work and every step waits for it, so the pace did not change, "
-                 "and each extra stage adds an exchange per micro-batch. Splitting pays only "
-                 "when it shortens the slowest stage.")
+                 "IPU1 did with two stages. The new cuts split only IPU0's work, three ways; "
+                 "the last stage keeps all of its work and is now the slowest. Every step "
+                 "waits for it, and each extra stage adds exchanges between IPUs to every "
+                 "micro-batch, so the pass is hardly shorter. Splitting pays only when it "
+                 "shortens the slowest stage by more than the exchanges it adds.")
 
 
 __all__ = ["check_faster_schedule", "check_in_flight", "check_bubble_function",

@@ -160,13 +160,13 @@ def check_four_stages(splits):
         faster = "faster" if mine < two_stages else "slower"
         return not_yet(f"these four stages take {_micro_seconds(mine)} per pass, {faster} than "
                        f"the tutorial's two ({_micro_seconds(two_stages)}), and another cut is "
-                       "shorter still. Which stage is the slowest here, and which single layer "
-                       "costs the most fixed cycles? Give it a stage of its own.")
+                       "shorter still. Which stage is the slowest here? Give it less work: "
+                       "the trace shows which IPUs wait.")
     return right(f"{', '.join(names)}: one pass takes {_micro_seconds(mine)}, against "
-                 f"{_micro_seconds(two_stages)} with the tutorial's two stages. The loss, the "
-                 "costliest op, gets a stage of its own, and the layers before it are shared "
-                 "out so that no stage is much slower than the others. More stages pay when "
-                 "they shorten the slowest one.")
+                 f"{_micro_seconds(two_stages)} with the tutorial's two stages. dense256 keeps "
+                 "a stage with only flatten, and the layers after it are shared out so that no "
+                 "stage is much slower than the others. More stages pay when they shorten the "
+                 "slowest one by more than the exchanges they add.")
 
 
 __all__ = ["check_device_for_splits", "check_balanced_split", "check_four_stages"]

@@ -7,6 +7,8 @@ the pipeline API and the lesson, not the plumbing.
   tutorial's "follow the first mini-batch");
 * ``ipu_span(timeline)``: from the first IPU event to the last (a run without the host's
   launch of the engine run);
+* ``main_phase_busy(timeline)``: the share of the main phases each IPU spends computing (the
+  figure Graphcore's trace of the tutorial's step 3 gives: IPU1 about 0.6);
 * ``plot_losses(losses, per_update)``: the loss of every micro-batch from the outfeed, and its
   mean per weight update.
 
@@ -21,7 +23,7 @@ from dataclasses import replace
 from typing import Optional, Sequence
 
 from ipu_emulator.record import EngineRun
-from ipu_emulator.sim.timeline import Timeline
+from ipu_emulator.sim.timeline import COMPUTE_KINDS, Timeline
 from ipu_emulator.views.zoom import ipu_window
 
 SETTINGS = ("schedule", "repeat_count", "gradient_accumulation_count")
@@ -71,6 +73,31 @@ def ipu_span(timeline: Timeline) -> float:
     return end - start
 
 
+def main_phase_busy(timeline: Timeline) -> dict:
+    """For each IPU, the share of the main phases (all passes together) it spends computing
+    (forward, backward, recomputation); the rest it waits, exchanges or syncs.  In the main
+    phase every IPU has work, so a share well under 1 means the IPU waits for a slower one.
+
+    >>> from ipu_emulator.sim.pipeline_simulator import simulate_pipeline, unit_stages
+    >>> main_phase_busy(simulate_pipeline(unit_stages(2), "grouped", 16, unit_cost=True))
+    {0: 0.9375, 1: 1.0}
+    """
+    mains = [(start, end) for name, start, end in timeline.phases if name == "main"]
+    if not mains:
+        raise ValueError("main_phase_busy: the timeline has no main phase (not a pipeline?)")
+    length = sum(end - start for start, end in mains)
+    busy: dict = {}
+    for event in timeline.events:
+        if event.ipu is None:
+            continue
+        busy.setdefault(event.ipu, 0.0)
+        if event.kind not in COMPUTE_KINDS:
+            continue
+        busy[event.ipu] += sum(max(0.0, min(end, event.end) - max(start, event.start))
+                               for start, end in mains)
+    return {ipu: busy[ipu] / length for ipu in sorted(busy)}
+
+
 def plot_losses(losses: Sequence[float], per_update: int, ax=None,
                 title: Optional[str] = None):
     """The loss of every micro-batch (as the outfeed returned them) and, over it, their mean
@@ -93,4 +120,5 @@ def plot_losses(losses: Sequence[float], per_update: int, ax=None,
     return ax
 
 
-__all__ = ["rescheduled", "first_backward_end", "ipu_span", "plot_losses"]
+__all__ = ["rescheduled", "first_backward_end", "ipu_span", "main_phase_busy",
+           "plot_losses"]
