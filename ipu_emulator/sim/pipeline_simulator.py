@@ -486,7 +486,11 @@ class _PipelineRun:
                 for a in step:
                     pending += self.transfers_into(a)
                 if not pending and all(plan.seconds(a) <= 0 for a in step):
-                    continue  # a shard with nothing to do in this phase: no step at all
+                    # A shard with nothing to do in this phase (its gradients run on another
+                    # shard): no step at all, but the action still happened, for the metrics.
+                    self.placed += [_PlacedAction(mapping[a[0]], a, barrier, barrier,
+                                                  self.pass_index) for a in step]
+                    continue
             # Every lane is idle by ``barrier``, so only the IPUs this step touches can move
             # it: the barrier never needs a scan of all lanes (Sequential has one per action).
             touched = {mapping[a[0]] for a in step}

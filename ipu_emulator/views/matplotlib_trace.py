@@ -208,15 +208,17 @@ def _draw_folds(ax, time_axis: FoldedTime, x, rows: _Rows, clock: str) -> None:
 
 @functools.cache
 def _fitting_label_class():
-    """A micro-batch number that is drawn only when it fits its box at the scale it is drawn
-    at (a zoomed-in view shows numbers a whole-run view would overprint), clipped to the axes.
-    Made on first use: matplotlib is imported only when plotting."""
+    """A label drawn only when it fits the time span it names at the scale it is drawn at: a
+    micro-batch number in its box (a zoomed-in view shows numbers a whole-run view would
+    overprint; clipped to the axes), or a phase's name above it (``style`` changes the
+    defaults).  Made on first use: matplotlib is imported only when plotting."""
     from matplotlib.text import Text
 
     class FittingLabel(Text):
-        def __init__(self, start, end, row, label):
-            super().__init__((start + end) / 2, row, label, ha="center", va="center",
-                             fontsize="x-small", color="white", zorder=5, clip_on=True)
+        def __init__(self, start, end, row, label, **style):
+            style = {"ha": "center", "va": "center", "fontsize": "x-small", "color": "white",
+                     "zorder": 5, "clip_on": True, **style}
+            super().__init__((start + end) / 2, row, label, **style)
             self._span = (start, end)
 
         def draw(self, renderer):
@@ -240,8 +242,9 @@ def _shade_phases(ax, timeline: Timeline, x, top: float) -> None:
                    alpha=0.12, linewidth=0, zorder=0)
         wide_enough = x(end) - x(start) > 0.04 * span
         if len(phases) <= _MAX_LABELLED_PHASES and wide_enough:
-            ax.text((x(start) + x(end)) / 2, top, name, ha="center", va="bottom",
-                    fontsize="x-small", color="#333333", clip_on=False)
+            # Named only where the name fits: two narrow phases side by side would overprint.
+            ax.add_artist(_fitting_label_class()(x(start), x(end), top, name, va="bottom",
+                                                 color="#333333", clip_on=False))
 
 
 def makespan_text(timeline: Timeline) -> str:
