@@ -328,6 +328,9 @@ def simulate(options):
         accumulation_dtype_bytes=ACCUMULATION_DTYPES[options.accumulation_dtype],
         unit_cost=options.unit_cost, synthetic_data=uses_synthetic_data(options),
         fifos=_is_pipeline(options) and not options.sharded,
+        title=(f"sharded over {len(stages)} IPUs: {options.micro_batches} mini-batches"
+               + (", synthetic data" if uses_synthetic_data(options) else "")
+               if options.sharded else ""),
         backward_ratio=1.0 if options.backward_ratio is None else options.backward_ratio)
     return schedule, timeline
 

@@ -1,6 +1,9 @@
 """Per-iteration compute cost of a program, read off the TensorFlow graph that ran.
 
-Each op's FLOPs follow from its static shapes (dense and convolution layers dominate; their
+``walk`` is the one pass over a program's ops that every cost comes from (one-IPU programs,
+shards, pipeline stages, IPU Keras stages, TF2 functions): per IPU and phase, the ops' fixed
+cycles, FLOPs and bytes, the activations kept for the backward pass and the tensors read from
+other IPUs.  Each op's FLOPs follow from its static shapes (dense and convolution layers dominate; their
 gradients cost as much as the forward op); element-wise ops count one FLOP per output element.
 Ops are assigned to a phase by what built them: ``tf.gradients``/optimizer ``minimize`` put
 backward ops under a ``gradients`` name scope, and optimizers update weights with ``Apply*``
@@ -198,8 +201,8 @@ def op_kind(op) -> str:
 
 
 PHASES = ("forward", "backward", "weight_update")
-# Ops that only pass a tensor on, or read its shape: reading a tensor through them is not
-# reading its data (``Shape`` of a forward activation does not keep it for the backward pass).
+# Ops that read only a tensor's shape, not its data (``Shape`` of a forward activation does
+# not keep it for the backward pass, nor copy it to another IPU).
 _SHAPE_READERS = frozenset({"Shape", "ShapeN", "Size", "Rank", "BroadcastGradientArgs"})
 # Where a TensorFlow loop hands its values on: what flows there is used by the next iteration.
 _LOOP_SINKS = frozenset({"NextIteration", "LoopCond", "Exit"})
@@ -273,10 +276,9 @@ def _count_reads(op, unit, phase, unit_of, phases, work, kept, copied, live):
         source = tensor.op
         if source not in live or tensor_bytes(tensor) <= 0 or _elements(tensor) <= 1:
             continue
-        key = (tensor.name, unit)
         if (phase > 0 and phases.get(source.name) == "forward" and op.type not in _FREE_OPS
                 and not _is_variable_value(tensor)):
-            kept[key] = tensor_bytes(tensor)
+            kept[(tensor.name, unit)] = tensor_bytes(tensor)
         if op.type in _FREE_OPS:
             continue  # it only passes the tensor on: its reader copies it, if anyone does
         origin = _origin(tensor)
