@@ -276,8 +276,10 @@ def _count_reads(op, unit, phase, unit_of, phases, work, kept, copied, live):
         source = tensor.op
         if source not in live or tensor_bytes(tensor) <= 0 or _elements(tensor) <= 1:
             continue
-        if (phase > 0 and phases.get(source.name) == "forward" and op.type not in _FREE_OPS
-                and not _is_variable_value(tensor)):
+        # Kept for the backward pass: what a backward op reads (a weight update reading a
+        # forward-phase value, such as replicas' all-reduced gradients, keeps nothing).
+        if (PHASES[phase] == "backward" and phases.get(source.name) == "forward"
+                and op.type not in _FREE_OPS and not _is_variable_value(tensor)):
             kept[(tensor.name, unit)] = tensor_bytes(tensor)
         if op.type in _FREE_OPS:
             continue  # it only passes the tensor on: its reader copies it, if anyone does
