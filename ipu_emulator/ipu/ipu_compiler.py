@@ -64,6 +64,7 @@ def _build_program(computation, packed_inputs, flat_inputs, ordinal):
             if replicated is not None:
                 outputs = replicated.finish_program(lambda: computation(*packed_inputs), outputs)
     program.new_ops = graph.get_operations()[first_new_op:]
+    shards.settle_gradient_tags(program.new_ops)  # colocated gradients: tag where they run
 
     if ordinal is None and any(op.type != "NoOp" for op in program.new_ops):
         raise Exception(_NOT_PLACED_MESSAGE)  # pylint: disable=broad-exception-raised

@@ -71,9 +71,11 @@ def ipu_shard(index):
     """Run the ops created in this context on IPU ``index`` of the current IPU device.
 
     ``index`` is an int or a list of ints.  The ops are tagged with an XLA ``OpSharding``
-    attribute (``_XlaSharding``), as in the SDK, and the gradients TensorFlow builds for
-    them later follow them to the same shard even when ``minimize`` is called elsewhere.
-    There is no bounds check here: the number of shards is checked against the device's
+    attribute (``_XlaSharding``), as in the SDK.  As in the SDK, the scope decides for
+    gradient ops too: ``minimize`` called inside ``ipu_shard(1)`` computes every gradient on
+    shard 1, unless it is given ``colocate_gradients_with_ops=True`` (each gradient then runs
+    with its forward op); gradients built outside every shard scope follow their forward
+    ops.  There is no bounds check here: the number of shards is checked against the device's
     IPUs when the program first runs (the next power of two above the highest index used
     must divide the number of IPUs; the rest is replication).
 
@@ -85,7 +87,9 @@ def ipu_shard(index):
     indices = shards.normalise_indices(index)
     graph = tf.compat.v1.get_default_graph()
     # The attribute scope tags every op, also those outside an ipu_scope or colocated with
-    # a variable; the ipu_scope's device function places them (and their gradients).
+    # a variable; the ipu_scope's device function places them.  (Gradient ops TensorFlow
+    # colocates with their forward ops are re-tagged when the program is compiled:
+    # ``shards.settle_gradient_tags``.)
     with shards.shard_context(indices), graph._attr_scope(  # pylint: disable=protected-access
             {shards.SHARDING_ATTR: shards.sharding_attr(indices)}):
         yield

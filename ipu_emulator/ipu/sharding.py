@@ -3,9 +3,10 @@
 ``ipu.scopes.ipu_shard`` tags ops with the ``_XlaSharding`` attribute.  These helpers are the
 SDK's small toolbox around that tag (used by its automatic sharding): find an op's tag
 through its colocation, list an op's dependencies, and copy tags from forward ops onto the
-backward ops and colocated ops that lack one.  In the emulator gradients already take
-their forward op's shard when they are built, so ``propagate_sharding`` usually finds
-nothing left to do.
+backward ops and colocated ops that lack one.  In the emulator every op of a program is
+already tagged where it runs when the program is compiled (gradient ops with the shard scope
+they are built in, or with their forward op's shard when built outside every scope or
+colocated with it), so ``propagate_sharding`` usually finds little left to do.
 """
 from ipu_emulator.runtime import shards
 

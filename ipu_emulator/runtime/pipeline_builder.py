@@ -299,7 +299,10 @@ class PipelineBuilder:
     def _train(self, counter, args, kwargs, last_outputs):
         last = len(self.stages) - 1
         first = self._next_op_id()
-        with shards.shard_context(stage_ipus(self.device_mapping[last])):
+        # Each backward stage runs on its forward stage's IPUs: the gradient ops built here
+        # take their forward op's shard, not the last stage's.
+        with shards.shard_context(stage_ipus(self.device_mapping[last]),
+                                  gradients_follow_forward_ops=True):
             # (``pipeline`` wraps the function to check that it returns an
             # ``OptimizerFunctionOutput``.)
             result = self.optimizer_function(*args, **kwargs)

@@ -20,15 +20,27 @@ Doing it at session creation rather than at configure time is the only place it 
 done: the device list of a session is fixed when it is created, and it is the one moment
 we know both the configuration and the session's own ``ConfigProto``.
 
-Where gradients run follows the SDK (Graphcore's TensorFlow user guide, sharding): an op
-runs in the shard of the ``ipu_shard`` scope it is built in, so the gradient ops that
-``minimize`` or ``compute_gradients`` build inside ``ipu_shard(1)`` run on shard 1, whichever
-shard their forward ops ran on (in the pipelining tutorial's step 2 every gradient is computed
-on IPU1).  Gradients built outside every shard scope follow their forward op: TensorFlow marks
-each op a gradient function builds with the forward op as ``_original_op``, and the device
-function below reads the shard from there.  With ``colocate_gradients_with_ops=True``
-TensorFlow colocates each gradient op with its forward op (device functions are not called
-for it), and ``placed_shard`` follows that colocation.
+Where an op runs follows the SDK's rule (Graphcore's TensorFlow user guide, sharding): an
+op takes the sharding of the ``ipu_shard`` scope it is built in, gradient ops included.  So
+the gradient ops that ``minimize`` or ``compute_gradients`` build inside ``ipu_shard(1)`` run
+on shard 1, whichever shard their forward ops ran on (in the pipelining tutorial's step 2,
+the model split at dense32 with the optimizer in the last shard's scope, "the gradients are
+calculated entirely on IPU1").  Only two things send a gradient op to its forward op's shard:
+
+* it is built outside every shard scope: TensorFlow marks each op a gradient function
+  builds with the forward op as ``_original_op``, and the device function below takes the
+  forward op's shard from there;
+* ``colocate_gradients_with_ops=True`` (an argument of ``minimize``/``compute_gradients``;
+  ``ShardedOptimizer`` sets it): TensorFlow colocates each gradient op with its forward op,
+  clearing the device functions while it builds it, so the op gets the forward op's CPU
+  device from TensorFlow itself.  The ``ipu_shard`` scope's attribute still tags it with the
+  scope's shard, though; ``settle_gradient_tags`` (run when a program is compiled) gives
+  such ops the tag of the op they were placed with, so that the tags (``shard_of``,
+  ``program_shard_indices``) say where they run, as ``placed_shard`` does.
+
+Pipelines are the exception inside the emulator: their optimizer function is built in the
+last stage's ``shard_context``, yet each backward stage runs on its forward stage's IPUs, so
+that context asks for ``gradients_follow_forward_ops``.
 """
 from __future__ import annotations
 
@@ -128,11 +140,31 @@ class _Pushed:
 
 
 class shard_context(_Pushed):  # pylint: disable=invalid-name
-    """Ops created inside are tagged with ``indices`` (used by ``ipu_shard`` and pipelines)."""
+    """Ops created inside are tagged with ``indices`` (used by ``ipu_shard`` and pipelines).
 
-    def __init__(self, indices):
+    Gradient ops built inside take ``indices`` too (the SDK's ``ipu_shard``), unless
+    ``gradients_follow_forward_ops``: then a gradient op whose forward op is tagged takes the
+    forward op's shard (a pipeline's backward stages run where their forward stages do)."""
+
+    def __init__(self, indices, gradients_follow_forward_ops=False):
         self.indices = list(indices)
+        self.gradients_follow_forward_ops = bool(gradients_follow_forward_ops)
+        self._rule = _Pushed("gradient_rules", self.gradients_follow_forward_ops)
         super().__init__("shards", self.indices)
+
+    def __enter__(self):
+        self._rule.__enter__()
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        super().__exit__(*exc)
+        return self._rule.__exit__(*exc)
+
+
+def _gradients_follow_forward_ops():
+    """True when the innermost shard context sends gradient ops to their forward op's shard."""
+    stack = getattr(_state, "gradient_rules", None)
+    return bool(stack and stack[-1])
 
 
 class replica_devices(_Pushed):  # pylint: disable=invalid-name
@@ -226,10 +258,11 @@ def device_function(ordinal):
     """Device function of ``ipu_scope('/device:IPU:{ordinal}')``: tag and place each op."""
 
     def place(op):
-        # The scope an op is built in decides, gradient ops included; only outside every
-        # shard scope does a gradient follow its forward op.
+        # The shard scope an op is built in decides, gradient ops included (the SDK's rule);
+        # outside every shard scope (or in a pipeline's optimizer function) a gradient op
+        # takes its forward op's shard.
         indices = current_shard_indices()
-        if indices is None:
+        if indices is None or _gradients_follow_forward_ops():
             forward_shard = shard_of(getattr(op, "_original_op", None))
             if forward_shard is not None:
                 indices = [forward_shard]
@@ -347,6 +380,51 @@ def _colocated_op(op):
     return None
 
 
+def settle_gradient_tags(ops):
+    """Give the gradient ops among ``ops`` that TensorFlow placed itself the tag of the op
+    they run with (``ops`` in creation order: a program's new ops).
+
+    ``colocate_gradients_with_ops=True`` builds each gradient op colocated with its forward
+    op and with the device functions cleared, so TensorFlow puts it on the forward op's
+    device while the enclosing ``ipu_shard`` scope's attribute tags it with the scope's shard
+    (and outside every scope it is not tagged at all).  The same happens to what
+    ``gate_gradients`` adds around each gradient (identities colocated with it, and a
+    ``NoOp`` on its device).  Such an op takes the tag of the op it is colocated with or, a
+    ``NoOp``, of the ops it waits for, when it runs on their device; ops the device function
+    placed already carry the tag of the device they run on and are left alone."""
+    for op in ops:
+        if getattr(op, "_original_op", None) is None:
+            continue
+        value = _tag_of_placement(op)
+        if value is not None and _tag_value(op) != value:
+            op._set_attr(SHARDING_ATTR, _attr(value))  # pylint: disable=protected-access
+
+
+def _tag_value(op):
+    try:
+        return op.get_attr(SHARDING_ATTR)
+    except ValueError:
+        return None
+
+
+def _attr(value):
+    from tensorflow.core.framework import attr_value_pb2
+    return attr_value_pb2.AttrValue(s=value)
+
+
+def _tag_of_placement(op):
+    """The tag of the op(s) TensorFlow placed ``op`` with (on their device), if any."""
+    colocated = _colocated_op(op)
+    if colocated is not None:
+        return _tag_value(colocated) if colocated.device == op.device else None
+    deps = op.control_inputs
+    if op.type == "NoOp" and deps and all(dep.device == op.device for dep in deps):
+        values = {_tag_value(dep) for dep in deps}
+        if len(values) == 1:
+            return values.pop()
+    return None
+
+
 def program_shard_indices(program):
     """Sorted shard indices the program's ops run on (empty: not sharded).
 
@@ -388,6 +466,6 @@ def shard_ops(program):
 
 
 __all__ = ["SHARDING_ATTR", "shard_of", "sharding_attr", "shard_context", "replica_devices",
-           "device_function",
+           "device_function", "settle_gradient_tags",
            "cpu_device", "required_cpu_devices", "install", "program_shard_indices",
            "num_shards"]

@@ -22,6 +22,7 @@ import tensorflow as tf
 from ipu_emulator.ipu.gradient_accumulation import GradientAccumulationReductionMethod
 from ipu_emulator.runtime import first_run, programs, shards
 from ipu_emulator.runtime.gradient_accumulators import accumulate, accumulator_dtype
+from ipu_emulator.ipu import scopes
 from .cross_replica_optimizer import CrossReplicaOptimizer
 from .ipu_optimizer import IpuOptimizer
 
@@ -31,11 +32,14 @@ NOT_A_MULTIPLE_MESSAGE = first_run.ACCUMULATION_NOT_A_DIVISOR_MESSAGE
 
 
 def _on_shard_of(grad):
-    """A scope placing new ops on the shard that computes ``grad`` (none when unsharded)."""
+    """A shard scope for the ops of ``grad``'s accumulator: the shard that computes ``grad``
+    (none when unsharded).  Like ``ipu_shard``, it places the ops the device function sees
+    and tags them all, also those TensorFlow colocates (a variable's initialiser, the
+    accumulation built colocated with the gradient), with the shard they run on."""
     if shards.current_shard_indices() is None and shards.shard_of(grad.op) is None:
         return contextlib.nullcontext()
     shard = shards.placed_shard(grad.op)
-    return shards.shard_context([shard]) if shard is not None else contextlib.nullcontext()
+    return scopes.ipu_shard(shard) if shard is not None else contextlib.nullcontext()
 
 
 class GradientAccumulationOptimizerV2(IpuOptimizer):
@@ -73,8 +77,10 @@ class GradientAccumulationOptimizerV2(IpuOptimizer):
         seen = counter.read_value()  # mini-batches accumulated before this one
         updates = []
         for (grad, _), accumulator in zip(grads_and_vars, accumulators):
-            # As the SDK's, each accumulator lives and adds where its gradient is computed.
-            with tf.compat.v1.colocate_with(grad.op):
+            # As the SDK's, each accumulator lives and adds where its gradient is computed:
+            # on the shard scope's IPU by default, with the forward op when the gradients
+            # are colocated with their ops (the weight update stays with the variable).
+            with _on_shard_of(grad), tf.compat.v1.colocate_with(grad.op):
                 updates.append(accumulate(accumulator, grad, self._reduction_method, count,
                                           seen))
         with tf.control_dependencies(updates):

@@ -1,6 +1,8 @@
 """A sharded program trained with ``GradientAccumulationOptimizerV2`` simulates with one
 weight update per ``num_mini_batches`` steps, as it runs (tutorial step 2 keeps the
-accumulation optimizer of step 1)."""
+accumulation optimizer of step 1).  ``minimize`` is built in the last shard's scope, so, as
+in the SDK, the whole backward pass runs on the last IPU, unless the gradients are colocated
+with their forward ops (``colocate_gradients_with_ops=True``)."""
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -15,7 +17,7 @@ Y = (np.arange(BATCH * 8) % 3).astype(np.int32)
 pytestmark = pytest.mark.usefixtures("two_ipus")  # see conftest.py
 
 
-def run_sharded(num_mini_batches, iterations):
+def run_sharded(num_mini_batches, iterations, colocate_gradients=False):
     graph = tf.Graph()
     with graph.as_default():
         data = tf.data.Dataset.from_tensor_slices((X, Y)).repeat().batch(BATCH, drop_remainder=True)
@@ -32,7 +34,8 @@ def run_sharded(num_mini_batches, iterations):
                 if num_mini_batches > 1:
                     optimizer = ipu.optimizers.GradientAccumulationOptimizerV2(
                         optimizer, num_mini_batches=num_mini_batches)
-                return optimizer.minimize(loss)
+                return optimizer.minimize(
+                    loss, colocate_gradients_with_ops=colocate_gradients)
 
         with ipu.scopes.ipu_scope("/device:IPU:0"):
             program = ipu.ipu_compiler.compile(
@@ -50,8 +53,9 @@ def updates_per_lane(timeline):
             for lane in timeline.ipu_lanes}
 
 
-def test_accumulating_shards_update_once_per_num_mini_batches():
-    runs = run_sharded(num_mini_batches=4, iterations=8)
+@pytest.mark.parametrize("colocate_gradients", [False, True])
+def test_accumulating_shards_update_once_per_num_mini_batches(colocate_gradients):
+    runs = run_sharded(num_mini_batches=4, iterations=8, colocate_gradients=colocate_gradients)
     [run] = runs.runs
     assert len(run.stages) == 2 and run.gradient_accumulation_count == 4
     timeline = runs.simulate(batch_size=BATCH)
@@ -59,9 +63,18 @@ def test_accumulating_shards_update_once_per_num_mini_batches():
     forwards = [e for e in timeline.events_on("IPU0") if e.kind == "forward"]
     assert len(forwards) == 8  # every mini-batch still passes through the shards
     assert timeline.metrics.effective_batch_size == 4 * BATCH
-    # No update before the 4th mini-batch's backward pass has finished on each IPU.
+
+    def backwards_on(lane):
+        return [e for e in timeline.events_on(lane) if e.kind == "backward"]
+
+    # Built in shard 1's scope, every gradient runs on IPU1; colocated, each runs where its
+    # forward op ran.
+    assert bool(backwards_on("IPU0")) == colocate_gradients
+    assert len(backwards_on("IPU1")) == 8
+    # No update before the 4th mini-batch's backward pass has finished on the IPU that
+    # computes it (each IPU's own when colocated, IPU1's otherwise).
     for lane in timeline.ipu_lanes:
-        backwards = [e for e in timeline.events_on(lane) if e.kind == "backward"]
+        backwards = backwards_on(lane if colocate_gradients else "IPU1")
         first_update = min(e.start for e in timeline.events_on(lane)
                            if e.kind == "weight_update")
         assert sorted(e.end for e in backwards)[3] <= first_update < sorted(

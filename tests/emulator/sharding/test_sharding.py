@@ -68,14 +68,15 @@ def test_a_session_config_asking_for_more_cpus_is_kept(graph):
         assert sum(d.device_type == "CPU" for d in sess.list_devices()) == 3
 
 
-def test_shards_really_run_on_separate_devices_and_gradients_follow_them(graph):
+def test_shards_really_run_on_separate_devices_and_gradients_in_their_scope(graph):
     configure(2)
     x, loss = build(graph)
     by_name = {op.name: op for op in graph.get_operations()}
     assert shards.shard_of(by_name["MatMul"]) == 0
     assert shards.shard_of(by_name["MatMul_1"]) == 1
-    # minimize() ran inside shard 1, yet the gradient of shard 0's matmul stays on shard 0.
-    assert by_name["gradients/MatMul_grad/MatMul_1"].device.endswith("CPU:0")
+    # minimize() ran inside shard 1, so the gradient of shard 0's matmul runs on shard 1 too
+    # (the SDK's rule: an op takes the sharding of the scope it is built in).
+    assert by_name["gradients/MatMul_grad/MatMul_1"].device.endswith("CPU:1")
     assert by_name["gradients/MatMul_1_grad/MatMul_1"].device.endswith("CPU:1")
     with tf.compat.v1.Session(graph=graph) as sess:
         sess.run(tf.compat.v1.global_variables_initializer())
@@ -87,6 +88,7 @@ def test_shards_really_run_on_separate_devices_and_gradients_follow_them(graph):
     assert "MatMul" in ran_on["device:CPU:0"]
     assert "MatMul_1" in ran_on["device:CPU:1"]
     assert "MatMul_1" not in ran_on["device:CPU:0"]
+    assert "gradients/MatMul_grad/MatMul_1" in ran_on["device:CPU:1"]
 
 
 def test_sharded_training_computes_what_the_unsharded_model_does():
@@ -208,6 +210,16 @@ def test_ipu_sharding_helpers_read_and_spread_the_tags(graph):
     assert ipu.sharding.get_shard_from_colocation(update) == by_name["w1"].get_attr(
         "_XlaSharding")
     assert shards.placed_shard(update) == 0 and update.device.endswith("CPU:0")
+    # A gradient built with no shard scope and no ipu_scope is untagged until
+    # propagate_sharding gives it its forward op's shard; the gradient minimize built in
+    # shard 1's scope keeps that scope's shard.
+    with graph.as_default():
+        with ipu.scopes.ipu_shard(0):
+            value = tf.constant([1.0, 2.0])
+            doubled = value * 2.0
+        [untagged] = tf.gradients(doubled, [value])
+    assert shards.shard_of(untagged.op) is None
     ipu.sharding.propagate_sharding(graph)
-    assert shards.shard_of(by_name["gradients/MatMul_grad/MatMul_1"]) == 0
+    assert shards.shard_of(untagged.op) == 0
+    assert shards.shard_of(by_name["gradients/MatMul_grad/MatMul_1"]) == 1
     assert by_name["MatMul"] in ipu.sharding.dependencies([by_name["MatMul_1"]])
