@@ -9,6 +9,7 @@ from tensorflow.core.protobuf import config_pb2
 
 from ipu_emulator import ipu
 from ipu_emulator.ipu.ops import pipelining_ops
+from tests.support.variable_users import handle_users
 
 BATCH, FEATURES = 4, 6
 X = np.random.RandomState(0).randn(BATCH * 8, FEATURES).astype(np.float32)
@@ -60,31 +61,13 @@ def accumulators(graph):
             if v.op.name.endswith("_accumulator")]
 
 
-def in_loop(op):
-    return op._get_control_flow_context() is not None  # pylint: disable=protected-access
-
-
-def consumers_of_handle(handle):
-    """Ops in the pipeline's loop that use a variable's handle, looking through the loop and
-    branch plumbing (its initializer, outside the loop, is left out)."""
-    found, frontier = [], [handle]
-    while frontier:
-        tensor = frontier.pop()
-        for op in tensor.consumers():
-            if op.type in ("Enter", "Switch", "Identity"):
-                frontier += [t for t in op.outputs if t.dtype == tf.resource]
-            elif in_loop(op):
-                found.append(op)
-    return found
-
-
 def test_each_accumulator_is_used_only_on_its_own_stage_device(graph):
     build(graph, layers_per_stage=2)
     buffers = accumulators(graph)
     assert len(buffers) == 4
     for buffer in buffers:
         device = buffer.handle.op.device
-        users = consumers_of_handle(buffer.handle)
+        users = handle_users(buffer.handle, loop_only=True)
         kinds = {op.type for op in users}
         assert {"AssignAddVariableOp", "ReadVariableOp", "AssignVariableOp"} <= kinds
         assert {op.device for op in users} == {device}

@@ -17,6 +17,7 @@ from tensorflow.keras import layers
 from ipu_emulator import ipu
 from ipu_emulator.runtime import programs, shards
 from tests.support.ipu_systems import configure_ipus
+from tests.support.variable_users import handle_users
 
 BATCH, MINI_BATCHES, ITERATIONS, RUNS = 8, 2, 4, 2
 _RNG = np.random.RandomState(5)
@@ -175,7 +176,7 @@ class Trainer:
         """What adds each mini-batch's gradient to ``accumulator`` in the loop body: the
         assignment and the addition it writes (the weight update's reads and clearing, in
         its branch, are left out)."""
-        assigns = [op for op in _loop_users(accumulator.outputs[0])
+        assigns = [op for op in handle_users(accumulator.outputs[0])
                    if op.type == "AssignVariableOp" and _in_loop_body(op)]
         assert len(assigns) == 1, [op.name for op in assigns]
         [assign] = assigns
@@ -195,19 +196,6 @@ def _only_program(graph):
     found = {id(p): p for p in registry.program_by_fetch.values()}
     [program] = found.values()
     return program
-
-
-def _loop_users(handle):
-    """Ops using a variable's handle, through the loop's and branches' plumbing."""
-    found, frontier = [], [handle]
-    while frontier:
-        tensor = frontier.pop()
-        for op in tensor.consumers():
-            if op.type in ("Enter", "Switch", "Identity"):
-                frontier += [t for t in op.outputs if t.dtype == tf.resource]
-            else:
-                found.append(op)
-    return found
 
 
 def _in_loop_body(op):
