@@ -1,6 +1,5 @@
 """Views: matplotlib trace, comparison figure, text summary, Chrome trace, plain data."""
 import json
-import textwrap
 
 import matplotlib
 
@@ -22,7 +21,6 @@ from ipu_emulator.views import (  # noqa: E402
 )
 from matplotlib.collections import PolyCollection  # noqa: E402
 
-from tests.support.child_python import run_python  # noqa: E402
 
 STEP = ComputeCost(forward_flops=2e9, backward_flops=4e9, weight_update_flops=1e7,
                    bytes_accessed=1e8, parameter_bytes=1000, activation_bytes=1000)
@@ -177,22 +175,6 @@ def test_to_dict_is_json_friendly():
     assert data["metrics"]["makespan"] == pytest.approx(timeline.metrics.makespan)
     assert data["metrics"]["samples_per_second"] == pytest.approx(timeline.metrics.samples_per_second)
     assert data["engine_runs"] == [{"start": 0.0, "end": timeline.metrics.makespan}]
-
-
-def test_simulator_and_views_do_not_import_tensorflow():
-    code = textwrap.dedent("""
-        import sys
-        import matplotlib
-        matplotlib.use("Agg")
-        from ipu_emulator import views
-        from ipu_emulator.sim import hardware, timeline
-        from ipu_emulator.record import ComputeCost, EngineRun
-        t = timeline.simulate_engine_runs([EngineRun("p", 2, ComputeCost(forward_flops=1e9))])
-        views.plot_timeline(t); views.to_chrome_trace(t); views.summary_table(t)
-        print("tensorflow" in sys.modules)
-    """)
-    result = run_python(code).check()
-    assert result.stdout.strip() == "False"
 
 
 def test_summary_table_prints_each_ipus_utilisation_as_a_percentage():

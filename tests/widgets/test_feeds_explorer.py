@@ -128,14 +128,6 @@ def test_the_drawing_is_legible(host, steps_per_execution):
         assert svg_problems(svg) == []
 
 
-def test_importing_the_explorer_does_not_import_tensorflow():
-    code = ("import sys; from ipu_lab_widgets.feeds_explorer import FeedsExplorer; "
-            "FeedsExplorer(); "
-            "print('tensorflow' in sys.modules)")
-    result = run_python(code, timeout=120).check()
-    assert result.stdout.strip() == "False"
-
-
 def test_it_draws_without_matplotlib_or_numpy():
     """What JupyterLite's kernel has: no matplotlib, no NumPy."""
     code = ("import sys; sys.modules['matplotlib'] = sys.modules['numpy'] = None\n"

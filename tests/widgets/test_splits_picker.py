@@ -3,18 +3,10 @@ the simulated trace out.  No TensorFlow here (the widget must not need it)."""
 import pytest
 
 from ipu_emulator.sim import schedule_rules
-from tests.support.child_python import run_python
 from ipu_lab_widgets.playground_model import split_points
 from ipu_lab_widgets.splits_picker import (SplitsPicker, accumulation_count_for, describe_stages,
                                            evaluate, imbalance, ipu_work, ipus_for_splits,
                                            next_power_of_two)
-
-
-def test_importing_the_picker_does_not_import_tensorflow():
-    code = ("import sys; from ipu_lab_widgets.splits_picker import SplitsPicker; SplitsPicker(); "
-            "print('tensorflow' in sys.modules)")
-    result = run_python(code, timeout=120).check()
-    assert result.stdout.strip() == "False"
 
 
 @pytest.mark.parametrize("count, expected", [(1, 1), (2, 2), (3, 4), (4, 4), (5, 8), (8, 8),
