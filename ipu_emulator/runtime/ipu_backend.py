@@ -11,6 +11,8 @@ stays cheap.
 """
 from __future__ import annotations
 
+import contextlib
+
 import logging
 import os
 import re
@@ -181,5 +183,22 @@ def reset() -> None:
     configured_system.reset()
 
 
+@contextlib.contextmanager
+def configuration_kept():
+    """Inside, code may configure (and reset) the IPU system at will; on leaving, the system
+    is configured as it was before.  A check that runs a learner's attempt on its own device
+    leaves the learner's own configuration as it found it."""
+    global _applied
+    saved = (_applied, configured_system.is_configured() and configured_system.current())
+    try:
+        yield
+    finally:
+        _applied = saved[0]
+        if saved[1]:
+            configured_system.configure(saved[1])
+        else:
+            configured_system.reset()
+
+
 __all__ = ["gc_info_device_size", "system_configuration_from", "applied_options",
-           "configure", "reset"]
+           "configure", "reset", "configuration_kept"]

@@ -1,0 +1,113 @@
+"""Code exercises: the learner writes the IPU code, a check runs it and reads what it did.
+
+Graphcore's tutorials are modify-the-code tutorials.  A code exercise's cell (tagged
+``code-exercise`` in its metadata) holds the previous step's code and the tutorial's tasks as a
+checklist; the learner edits it and runs it, and the next cell passes what they wrote to a
+check::
+
+    from ipu_emulator.code_exercises import nb06_sharding as code_exercises
+    code_exercises.check_sharded_step(sharded_training_step)
+
+The check builds the learner's code into a program, runs it through the emulator and reads
+the record of what ran (engine runs, iterations, the IPU each op ran on, shards, copies), so
+its answer can say what the program did and what to change.  Like the numeric exercises
+(``ipu_emulator.exercises``) it returns a ``Feedback`` and never raises at the learner: an
+error in their code comes back as the SDK's message (or Python's) with a hint at the
+tutorial's level, and the kernel stays usable.
+
+In solutions mode (``IPU_LAB_SOLUTIONS=1``, the test command's notebook run) a check runs the
+exercise's own solution instead of the cell's code and raises ``SolutionFailed`` if it does
+not pass, so a solution that drifts from its check fails the tests.
+
+This layer sits above the API front: it builds and runs TensorFlow programs.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Callable, Dict, Optional
+
+from ipu_emulator.exercises import Feedback, SolutionFailed, not_yet, solutions_mode
+
+
+@dataclass(frozen=True)
+class CodeExercise:
+    """A registered code exercise: its check and its solution (the tests run both, and the
+    wrong attempts written next to them)."""
+
+    name: str
+    check: Callable
+    solution: Callable
+
+
+# "NN.short-name" -> CodeExercise, for the tests.
+CODE_REGISTRY: Dict[str, CodeExercise] = {}
+
+
+class LearnerCodeFailed(Exception):
+    """The learner's code raised; ``feedback`` says what and gives a hint."""
+
+    def __init__(self, feedback: Feedback):
+        super().__init__(feedback.text)
+        self.feedback = feedback
+
+
+def learner_error(error: BaseException, hints: Optional[Dict[str, str]] = None) -> Feedback:
+    """``Not yet`` with the error's own message (the SDK's text for the SDK's errors) and a
+    hint: the first of ``hints`` whose key appears in the message, else one for its kind."""
+    message = getattr(error, "message", None) or str(error) or type(error).__name__
+    for words, hint in (hints or {}).items():
+        if words in message:
+            break
+    else:
+        hint = _GENERAL_HINTS.get(type(error).__name__,
+                                  "read the message above, fix that line and run both cells "
+                                  "again.")
+    return Feedback(False, f"Not yet. Your code raised {type(error).__name__}: {message} "
+                           f"Hint: {hint}")
+
+
+_GENERAL_HINTS = {
+    "NameError": "a name is not defined in your code: check its spelling, and that the cell "
+                 "that defines it has run.",
+    "SyntaxError": "Python could not read the code: look for a missing bracket, colon or "
+                   "indentation.",
+    "IndentationError": "Python could not read the code: the lines inside a `with` block "
+                        "must be indented by the same amount.",
+    "TypeError": "a function got arguments it does not take: compare your call with the "
+                 "tutorial's.",
+}
+
+
+def code_exercise(name: str, solution: Callable):
+    """Make ``check(code, *context)`` a code exercise named ``"NN.short-name"``: in solutions
+    mode it checks ``solution`` instead and raises ``SolutionFailed`` when that fails; an
+    exception from the learner's code (``LearnerCodeFailed``) or anything else becomes a
+    ``Not yet`` with the message and a hint."""
+    def decorate(check):
+        @functools.wraps(check)
+        def run(code=..., *context, **named):
+            filled = solutions_mode()
+            if filled:
+                code = solution
+            if code is ...:
+                return Feedback(False, "Not yet. Write your code in the cell above, run it, "
+                                       "then run this cell again.")
+            try:
+                feedback = check(code, *context, **named)
+            except LearnerCodeFailed as failed:
+                feedback = failed.feedback
+            except Exception as error:  # pylint: disable=broad-except  (a hint, not a traceback)
+                feedback = learner_error(error)
+            if filled and not feedback.ok:
+                raise SolutionFailed(f"the solution of code exercise {name!r} fails its "
+                                     f"check: {feedback.text}")
+            return feedback
+        CODE_REGISTRY[name] = CodeExercise(name, run, solution)
+        run.exercise_name = name
+        return run
+    return decorate
+
+
+__all__ = ["CODE_REGISTRY", "CodeExercise", "LearnerCodeFailed", "code_exercise",
+           "learner_error", "not_yet"]

@@ -1,0 +1,181 @@
+"""Notebook 06's code exercise: shard the training step yourself (pipelining tutorial, step 2).
+
+The learner starts from step 1's training step (one IPU) and does the tutorial's tasks: build
+``flatten`` to ``dense64`` inside ``ipu.scopes.ipu_shard(0)`` and ``dense32``, the logits, the
+loss and the optimizer inside ``ipu.scopes.ipu_shard(1)``.  ``check_sharded_step`` builds their
+``training_step(learning_rate, images, labels)`` into one weight update's loop (16
+mini-batches of 32 from an infeed), runs it once on a device of two IPUs and reads what ran:
+the IPU each layer's forward ops and gradients ran on, and what crossed between the IPUs.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Dict, Set
+
+import numpy as np
+import tensorflow as tf
+
+from ipu_emulator import record
+from ipu_emulator.code_exercises import LearnerCodeFailed, code_exercise, learner_error
+from ipu_emulator.data import datasets
+from ipu_emulator.exercises import not_yet, right
+from ipu_emulator.ipu import config, ipu_compiler, ipu_infeed_queue, loops, optimizers, scopes
+from ipu_emulator.lessons.placement import layer_of
+from ipu_emulator.runtime import ipu_backend, programs, shards
+
+BATCH_SIZE = 32
+MINI_BATCHES = 16
+# Where the tutorial's step 2 puts each layer (task c): IPU0 up to dense64, IPU1 the rest.
+TUTORIAL_SPLIT = {"flatten": 0, "dense256": 0, "dense128": 0, "dense64": 0, "dense32": 1,
+                  "logits": 1, "softmax_ce": 1}
+LAYERS = list(TUTORIAL_SPLIT)
+# Hints for the SDK's errors a sharding attempt can meet, by words of their messages.
+SDK_HINTS = {
+    "shards needs to divide": "the device has two IPUs, so the shards are ipu_shard(0) and "
+                              "ipu_shard(1).",
+    "has no attribute": "the scope is ipu.scopes.ipu_shard(k), used as `with "
+                        "ipu.scopes.ipu_shard(0):`.",
+}
+
+
+# The cell the learner edits (tagged ``code-exercise`` in notebook 06): step 1's training
+# step, on one IPU, with the tutorial's tasks.  ``print(code_exercises.STARTING_CODE)`` gives
+# it back, to start again.
+STARTING_CODE = '''\
+# Your turn: shard step 1's training step (the pipelining tutorial's step 2)
+#  [ ] a) build flatten, dense256, dense128 and dense64 inside ipu.scopes.ipu_shard(0)
+#  [ ] b) build dense32, the logits, the loss and the optimizer inside ipu.scopes.ipu_shard(1)
+#  [ ] c) change nothing else: the check runs your step on a device of two IPUs (task d)
+def sharded_training_step(learning_rate, images, labels):
+    with tf.variable_scope("flatten"):
+        activations = tf.reshape(images, [-1, 28 * 28])
+    for name, width in [("dense256", 256), ("dense128", 128), ("dense64", 64)]:
+        with tf.variable_scope(name):
+            activations = tf.keras.layers.Dense(width, activation=tf.nn.relu)(activations)
+    with tf.variable_scope("dense32"):
+        activations = tf.keras.layers.Dense(32, activation=tf.nn.relu)(activations)
+    with tf.variable_scope("logits"):
+        logits = tf.keras.layers.Dense(10)(activations)
+    with tf.variable_scope("softmax_ce"):
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=labels, logits=logits))
+    with tf.variable_scope("optimizer"):
+        optimizer = ipu.optimizers.GradientAccumulationOptimizerV2(
+            tf.train.GradientDescentOptimizer(learning_rate), num_mini_batches=16)
+        train_op = optimizer.minimize(loss)
+    return learning_rate, train_op'''
+
+
+def solution(learning_rate, images, labels):
+    """The tutorial's step 2: the same layers, in two shard scopes."""
+    with scopes.ipu_shard(0):
+        with tf.compat.v1.variable_scope("flatten"):
+            activations = tf.reshape(images, [-1, 28 * 28])
+        for name, width in (("dense256", 256), ("dense128", 128), ("dense64", 64)):
+            with tf.compat.v1.variable_scope(name):
+                activations = tf.keras.layers.Dense(width, activation=tf.nn.relu)(activations)
+    with scopes.ipu_shard(1):
+        with tf.compat.v1.variable_scope("dense32"):
+            activations = tf.keras.layers.Dense(32, activation=tf.nn.relu)(activations)
+        with tf.compat.v1.variable_scope("logits"):
+            logits = tf.keras.layers.Dense(10)(activations)
+        with tf.compat.v1.variable_scope("softmax_ce"):
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                labels=labels, logits=logits))
+        with tf.compat.v1.variable_scope("optimizer"):
+            optimizer = optimizers.GradientAccumulationOptimizerV2(
+                tf.compat.v1.train.GradientDescentOptimizer(learning_rate),
+                num_mini_batches=MINI_BATCHES)
+            train_op = optimizer.minimize(loss)
+    return learning_rate, train_op
+
+
+class _Ran:
+    """What one run of the learner's step did: the IPUs each layer's forward ops and
+    gradient ops ran on, and the engine run's record."""
+
+    def __init__(self, program, run):
+        self.run = run
+        self.forward: Dict[str, Set[int]] = defaultdict(set)
+        self.gradients: Dict[str, Set[int]] = defaultdict(set)
+        for op in program.new_ops:
+            layer = layer_of(op.name, LAYERS)
+            shard = shards.placed_shard(op, program.device_ordinal)
+            if layer is None or shard is None or op.type in ("Const", "NoOp"):
+                continue
+            where = self.gradients if "gradients" in op.name.split("/") else self.forward
+            where[layer].add(shard)
+
+
+def run_step(step) -> _Ran:
+    """Build ``step`` into one weight update's loop on a device of two IPUs, run it once, and
+    say what ran.  An error in the learner's code raises ``LearnerCodeFailed``.  The IPU
+    system the learner configured, if any, is configured again afterwards."""
+    graph = tf.Graph()
+    try:
+        with ipu_backend.configuration_kept(), graph.as_default():
+            config.reset_ipu_configuration()  # as a fresh script: the device is configured below
+            tf.compat.v1.set_random_seed(0)
+            (images, labels), _ = datasets.mnist.load_data()
+            count = BATCH_SIZE * MINI_BATCHES
+            dataset = tf.data.Dataset.from_tensor_slices(
+                ((images[:count] / 255).astype(np.float32), labels[:count].astype(np.int32)))
+            infeed = ipu_infeed_queue.IPUInfeedQueue(
+                dataset.repeat().batch(BATCH_SIZE, drop_remainder=True))
+            learning_rate = tf.compat.v1.placeholder(np.float32, [])
+            with scopes.ipu_scope("/device:IPU:0"):
+                train = ipu_compiler.compile(
+                    lambda lr: loops.repeat(MINI_BATCHES, step, [lr], infeed_queue=infeed),
+                    [learning_rate])
+            program = _program_of(graph)
+            devices = config.IPUConfig()
+            devices.auto_select_ipus = 2
+            devices.configure_ipu_system()
+            with tf.compat.v1.Session(graph=graph) as session:
+                session.run(tf.compat.v1.global_variables_initializer())
+                session.run(infeed.initializer)
+                with record.capture() as runs:
+                    session.run(train, {learning_rate: 0.01})
+    except Exception as error:  # pylint: disable=broad-except  (the learner's code: a hint)
+        raise LearnerCodeFailed(learner_error(error, SDK_HINTS)) from error
+    return _Ran(program, runs.runs[-1])
+
+
+def _program_of(graph):
+    registry = programs.existing_registry(graph)
+    return next(iter(registry.program_by_fetch.values()))
+
+
+@code_exercise("06.shard-the-step", solution=solution)
+def check_sharded_step(training_step):
+    """``training_step(learning_rate, images, labels)``, sharded as the tutorial's step 2."""
+    if not callable(training_step):
+        return not_yet("pass the function itself, without calling it: "
+                       "check_sharded_step(sharded_training_step).")
+    ran = run_step(training_step)
+    used = set().union(*ran.forward.values()) if ran.forward else set()
+    if used <= {0} and not ran.run.stages:
+        return not_yet("your step ran on one IPU: none of its ops was built inside "
+                       "ipu.scopes.ipu_shard. Task a: put flatten, dense256, dense128 and "
+                       "dense64 inside `with ipu.scopes.ipu_shard(0):`.")
+    for layer, wanted in TUTORIAL_SPLIT.items():
+        found = ran.forward.get(layer, set())
+        if found and found != {wanted}:
+            where = " and ".join(f"IPU{k}" for k in sorted(found))
+            return not_yet(f"{layer} ran on {where}. The tutorial splits before dense32: "
+                           f"IPU0 runs flatten to dense64, IPU1 dense32, the logits, the loss "
+                           f"and the optimizer.")
+    first_layers = [layer for layer, k in TUTORIAL_SPLIT.items() if k == 0]
+    if any(ran.gradients.get(layer, set()) - {1} for layer in first_layers):
+        return not_yet("the gradients of IPU0's layers ran on IPU0. Task b builds the optimizer "
+                       "inside ipu_shard(1), with the last layers: the SDK then computes every "
+                       "gradient on IPU1, as Graphcore's trace of this step shows.")
+    [(_, _, copied, copies)] = [r for r in ran.run.stages[1].reads if r[0] == "backward"]
+    return right(f"your step ran as the tutorial's step 2: flatten to dense64 on IPU0; "
+                 f"dense32, the logits, the loss and every gradient on IPU1. For its backward "
+                 f"pass, IPU1 read {copied:,} bytes in {copies} copies from IPU0 each "
+                 f"mini-batch (IPU0's activations and weights): the price of computing the "
+                 f"gradients away from their layers.")
+
+
+__all__ = ["check_sharded_step", "solution", "run_step", "STARTING_CODE"]

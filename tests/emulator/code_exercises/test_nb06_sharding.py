@@ -1,0 +1,132 @@
+"""Notebook 06's code exercise: the solution passes, and each realistic wrong attempt gets its
+own hint drawn from what the attempt's program did (run in process, no kernel per attempt)."""
+import json
+
+import pytest
+import tensorflow as tf
+
+from ipu_emulator import ipu
+from ipu_emulator.code_exercises import nb06_sharding as code_exercises
+from ipu_emulator.exercises import SOLUTIONS_VARIABLE, SolutionFailed
+from tests.support.child_python import ROOT
+from tests.support.ipu_systems import configure_ipus
+
+MINI_BATCHES = code_exercises.MINI_BATCHES
+
+
+def step(first_shard, second_shard, split_at="dense32", optimizer_shard="second"):
+    """A training step as a learner might write it: ``first_shard``/``second_shard`` are
+    the scopes of the two halves, the split names the first layer of the second half, and
+    the optimizer is built in the second half or (``None``) after both."""
+    def training_step(learning_rate, images, labels):
+        widths = [("dense256", 256), ("dense128", 128), ("dense64", 64), ("dense32", 32)]
+        cut = [name for name, _ in widths].index(split_at)
+        with first_shard():
+            with tf.compat.v1.variable_scope("flatten"):
+                activations = tf.reshape(images, [-1, 28 * 28])
+            for name, width in widths[:cut]:
+                with tf.compat.v1.variable_scope(name):
+                    activations = tf.keras.layers.Dense(width, activation=tf.nn.relu)(
+                        activations)
+        with second_shard():
+            for name, width in widths[cut:]:
+                with tf.compat.v1.variable_scope(name):
+                    activations = tf.keras.layers.Dense(width, activation=tf.nn.relu)(
+                        activations)
+            with tf.compat.v1.variable_scope("logits"):
+                logits = tf.keras.layers.Dense(10)(activations)
+            with tf.compat.v1.variable_scope("softmax_ce"):
+                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                    labels=labels, logits=logits))
+            if optimizer_shard == "second":
+                train_op = minimize(learning_rate, loss)
+        if optimizer_shard is None:
+            train_op = minimize(learning_rate, loss)
+        return learning_rate, train_op
+    return training_step
+
+
+def minimize(learning_rate, loss):
+    with tf.compat.v1.variable_scope("optimizer"):
+        return ipu.optimizers.GradientAccumulationOptimizerV2(
+            tf.compat.v1.train.GradientDescentOptimizer(learning_rate),
+            num_mini_batches=MINI_BATCHES).minimize(loss)
+
+
+class NoScope:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def shard(index):
+    return lambda: ipu.scopes.ipu_shard(index)
+
+
+def typo_step(learning_rate, images, labels):
+    with ipu.scopes.ipu_shards(0):  # the learner's typo: no such scope
+        return learning_rate, images
+
+
+WRONG_ATTEMPTS = {
+    "step 1's code, unchanged": (step(NoScope, NoScope), "ran on one IPU"),
+    "the split one layer early": (step(shard(0), shard(1), split_at="dense64"),
+                                  "dense64 ran on IPU1"),
+    "the optimizer outside the shard scopes": (step(shard(0), shard(1), optimizer_shard=None),
+                                               "gradients of IPU0's layers ran on IPU0"),
+    "a third shard index on two IPUs": (
+        step(shard(0), shard(2)),
+        "InternalError: Trying to compile a graph for an IPU device with 2 IPUs and 4 shards. "
+        "The number of shards needs to divide the number of IPUs. Hint: the device has two "
+        "IPUs, so the shards are ipu_shard(0) and ipu_shard(1)."),
+    "a typo in the scope's name": (typo_step, "AttributeError"),
+}
+
+
+def test_the_solution_passes_and_says_what_crossed():
+    feedback = code_exercises.check_sharded_step(code_exercises.solution)
+    assert feedback.ok, feedback.text
+    assert "313,344 bytes in 5 copies" in feedback.text
+
+
+@pytest.mark.parametrize("attempt", WRONG_ATTEMPTS)
+def test_each_wrong_attempt_gets_its_own_hint(attempt):
+    code, words = WRONG_ATTEMPTS[attempt]
+    feedback = code_exercises.check_sharded_step(code)
+    assert not feedback.ok and feedback.text.startswith("Not yet."), feedback.text
+    assert words in feedback.text, feedback.text
+    others = [w for name, (_, w) in WRONG_ATTEMPTS.items() if name != attempt]
+    assert not any(w in feedback.text for w in others), feedback.text
+
+
+def test_an_untouched_or_misused_cell_asks_for_code():
+    assert "Write your code" in code_exercises.check_sharded_step().text
+    assert "without calling it" in code_exercises.check_sharded_step(3).text
+
+
+def test_in_solutions_mode_the_check_runs_the_solution(monkeypatch):
+    monkeypatch.setenv(SOLUTIONS_VARIABLE, "1")
+    assert code_exercises.check_sharded_step(step(NoScope, NoScope)).ok
+    monkeypatch.setattr(code_exercises, "TUTORIAL_SPLIT",
+                        dict(code_exercises.TUTORIAL_SPLIT, dense64=1))
+    with pytest.raises(SolutionFailed):
+        code_exercises.check_sharded_step()
+
+
+def test_the_starting_code_runs_on_one_ipu_and_is_the_notebooks_exercise_cell():
+    namespace = {"tf": tf.compat.v1, "ipu": ipu}
+    exec(code_exercises.STARTING_CODE, namespace)  # pylint: disable=exec-used
+    feedback = code_exercises.check_sharded_step(namespace["sharded_training_step"])
+    assert "ran on one IPU" in feedback.text
+    notebook = json.loads((ROOT / "notebooks" / "06_sharding.ipynb").read_text())
+    [cell] = [c for c in notebook["cells"] if "code-exercise" in c["metadata"].get("tags", [])]
+    assert "".join(cell["source"]) == code_exercises.STARTING_CODE  # what a reset restores
+
+
+def test_the_learners_own_ipu_configuration_is_kept():
+    from ipu_emulator.runtime import configured_system
+    configure_ipus(4)
+    code_exercises.check_sharded_step(code_exercises.solution)
+    assert [d.num_ipus for d in configured_system.current().devices] == [4]
