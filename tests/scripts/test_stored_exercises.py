@@ -38,3 +38,33 @@ def test_each_exercise_is_stored_unsolved_with_feedback_and_a_solution(notebook)
         assert following is not None and following["cell_type"] == "markdown" and \
             "<details>" in text_of(following["source"]), (
                 f"{notebook.name} cell {index} is not followed by a solution in <details>")
+
+
+CODE_CHECK_CALL = re.compile(r"\bcode_exercises\.check_\w+\(")
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[n.name for n in NOTEBOOKS])
+def test_each_code_exercise_is_stored_as_its_starting_code_with_feedback_and_a_solution(
+        notebook):
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    for index, cell in enumerate(cells):
+        if "code-exercise" not in cell.get("metadata", {}).get("tags", []):
+            continue
+        check, solution = cells[index + 1], cells[index + 2]
+        assert CODE_CHECK_CALL.search(text_of(check["source"])), (
+            f"{notebook.name} cell {index}: a code exercise is followed by its check")
+        outputs = check.get("outputs", [])
+        assert not [o for o in outputs if o["output_type"] == "error"], f"cell {index + 1}"
+        shown = " ".join(text_of(o.get("data", {}).get("text/plain", "")) for o in outputs)
+        assert shown.startswith("Not yet."), (
+            f"{notebook.name} cell {index + 1} should show the starting code's feedback; it "
+            f"shows {shown[:200]!r}")
+        assert solution["cell_type"] == "markdown" and "<details>" in text_of(
+            solution["source"]), f"{notebook.name} cell {index + 1} has no solution after it"
+
+
+def test_the_lab_has_code_exercises():
+    tagged = [n.name for n in NOTEBOOKS
+              if any("code-exercise" in c.get("metadata", {}).get("tags", [])
+                     for c in json.loads(n.read_text(encoding="utf-8"))["cells"])]
+    assert "06_sharding.ipynb" in tagged
