@@ -1,0 +1,305 @@
+"""Notebook 07's code exercise: pipeline the sharded program yourself (pipelining tutorial,
+step 3).
+
+The learner starts from step 2's program: ``pipelined_model(learning_rate, infeed, outfeed)``
+returns an ``ipu.loops.repeat`` of 64 mini-batches whose body builds the layers in two
+``ipu_shard`` scopes and accumulates 16 mini-batches' gradients with a
+``GradientAccumulationOptimizerV2``.  They turn it into step 3's pipeline: two stage functions
+(``flatten`` to ``dense64``; ``dense32``, the logits and the loss), an optimizer function
+returning ``ipu.pipelining_ops.OptimizerFunctionOutput``, and ``ipu.pipelining_ops.pipeline``
+with the Grouped schedule, 16 micro-batches per weight update and 4 passes per run.
+
+``check_pipelined_model`` compiles what they wrote with an infeed of the MNIST sample and an
+outfeed, runs it three times on a device of two IPUs and reads the record: whether a pipeline
+ran at all, its stages, the IPU each stage and each layer ran on, its schedule, gradient
+accumulation count and repeat count, and the losses the outfeed returned.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Dict, Set
+
+import numpy as np
+import tensorflow as tf
+
+from ipu_emulator import record
+from ipu_emulator.code_exercises import LearnerCodeFailed, code_exercise, learner_error
+from ipu_emulator.data import datasets
+from ipu_emulator.exercises import not_yet, right
+from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue,
+                              pipelining_ops, scopes)
+from ipu_emulator.lessons.placement import layer_of
+from ipu_emulator.runtime import ipu_backend, programs
+
+BATCH_SIZE = 32
+GRADIENT_ACCUMULATION_COUNT = 16  # micro-batches per weight update (step 2's num_mini_batches)
+REPEAT_COUNT = 4                  # passes per sess.run: 4 x 16 = step 2's loop of 64
+RUNS = 3                          # sess.run calls the check makes, to see the loss fall
+SCHEDULE = "grouped"
+# The stage (and IPU) the tutorial's step 3 gives each layer: the cut of step 2.
+TUTORIAL_STAGES = {"flatten": 0, "dense256": 0, "dense128": 0, "dense64": 0, "dense32": 1,
+                   "logits": 1, "softmax_ce": 1}
+LAYERS = list(TUTORIAL_STAGES)
+# Hints for the SDK's errors a pipelining attempt can meet, by words of their messages.
+SDK_HINTS = {
+    "must be a multiple of": "with two stages the Grouped schedule needs a gradient "
+                             "accumulation count that is a multiple of 2 x 2 = 4; step 2 "
+                             "accumulated 16 mini-batches, so gradient_accumulation_count=16.",
+    "must return an OptimizerFunctionOutput": "return the optimizer and the loss together: "
+                                              "`return ipu.pipelining_ops.OptimizerFunctionOutput"
+                                              "(optimizer, loss)`.",
+    "shards needs to divide": "the device has two IPUs, so the pipeline has two stages, one "
+                              "per IPU: [stage1, stage2].",
+    "no outfeed_queue": "the last stage returns the loss, so the pipeline needs somewhere to "
+                        "send it: outfeed_queue=outfeed (and outfeed_loss=True).",
+    "has no attribute": "the pipeline is ipu.pipelining_ops.pipeline(...), and the schedules "
+                        "are ipu.pipelining_ops.PipelineSchedule.Grouped, .Interleaved and "
+                        ".Sequential.",
+}
+_SCHEDULE_NAMES = {"grouped": "Grouped", "interleaved": "Interleaved",
+                   "sequential": "Sequential"}
+
+
+# The cell the learner edits (tagged ``code-exercise`` in notebook 07): step 2's sharded
+# program, with the tutorial's tasks.  ``print(code_exercises.STARTING_CODE)`` gives it back,
+# to start again.
+STARTING_CODE = '''\
+# Your turn: turn step 2's sharded loop into step 3's pipeline
+#  [ ] a) two stage functions: stage1(learning_rate, images, labels) builds flatten to
+#         dense64 and returns (learning_rate, activations, labels); stage2 takes those and
+#         builds dense32, the logits and the loss, returning (learning_rate, loss)
+#  [ ] b) optimizer_function(learning_rate, loss): a plain GradientDescentOptimizer and the
+#         loss in ipu.pipelining_ops.OptimizerFunctionOutput (the pipeline accumulates the
+#         gradients itself: no GradientAccumulationOptimizerV2)
+#  [ ] c) return ipu.pipelining_ops.pipeline(...) instead of ipu.loops.repeat(...): the two
+#         stages, 16 micro-batches per weight update, 4 passes per run (the loop's 64),
+#         inputs=[learning_rate], the infeed and the outfeed, your optimizer function, the
+#         Grouped schedule and outfeed_loss=True
+#  [ ] d) no ipu_shard scopes: the pipeline puts stage k on IPU k
+def pipelined_model(learning_rate, infeed, outfeed):
+    def training_step(learning_rate, images, labels):
+        with ipu.scopes.ipu_shard(0):
+            with tf.variable_scope("flatten"):
+                activations = tf.keras.layers.Flatten()(images)
+            for name, width in [("dense256", 256), ("dense128", 128), ("dense64", 64)]:
+                with tf.variable_scope(name):
+                    activations = tf.keras.layers.Dense(width, activation=tf.nn.relu)(
+                        activations)
+        with ipu.scopes.ipu_shard(1):
+            with tf.variable_scope("dense32"):
+                activations = tf.keras.layers.Dense(32, activation=tf.nn.relu)(activations)
+            with tf.variable_scope("logits"):
+                logits = tf.keras.layers.Dense(10)(activations)
+            with tf.variable_scope("softmax_ce"):
+                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                    labels=labels, logits=logits))
+            with tf.variable_scope("optimizer"):
+                optimizer = ipu.optimizers.GradientAccumulationOptimizerV2(
+                    tf.train.GradientDescentOptimizer(learning_rate), num_mini_batches=16)
+                train_op = optimizer.minimize(loss)
+            with tf.control_dependencies([train_op]):
+                return learning_rate, outfeed.enqueue(loss)
+
+    return ipu.loops.repeat(64, training_step, [learning_rate], infeed_queue=infeed)'''
+
+
+def solution(learning_rate, infeed, outfeed):
+    """The tutorial's step 3: the same layers as two pipeline stages."""
+    def stage1(learning_rate, images, labels):
+        with tf.compat.v1.variable_scope("flatten"):
+            activations = tf.keras.layers.Flatten()(images)
+        for name, width in (("dense256", 256), ("dense128", 128), ("dense64", 64)):
+            with tf.compat.v1.variable_scope(name):
+                activations = tf.keras.layers.Dense(width, activation=tf.nn.relu)(activations)
+        return learning_rate, activations, labels
+
+    def stage2(learning_rate, activations, labels):
+        with tf.compat.v1.variable_scope("dense32"):
+            activations = tf.keras.layers.Dense(32, activation=tf.nn.relu)(activations)
+        with tf.compat.v1.variable_scope("logits"):
+            logits = tf.keras.layers.Dense(10)(activations)
+        with tf.compat.v1.variable_scope("softmax_ce"):
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                labels=labels, logits=logits))
+        return learning_rate, loss
+
+    def optimizer_function(learning_rate, loss):
+        optimizer = tf.compat.v1.train.GradientDescentOptimizer(learning_rate)
+        return pipelining_ops.OptimizerFunctionOutput(optimizer, loss)
+
+    return pipelining_ops.pipeline(
+        computational_stages=[stage1, stage2],
+        gradient_accumulation_count=GRADIENT_ACCUMULATION_COUNT,
+        repeat_count=REPEAT_COUNT,
+        inputs=[learning_rate],
+        infeed_queue=infeed,
+        outfeed_queue=outfeed,
+        optimizer_function=optimizer_function,
+        pipeline_schedule=pipelining_ops.PipelineSchedule.Grouped,
+        outfeed_loss=True,
+        name="Pipeline")
+
+
+class _Ran:
+    """What the learner's program did: the last engine run's record, the pipeline stages
+    each layer's forward ops were built in (empty without a pipeline), and
+    the mean loss the outfeed returned for each run (None when it returned no loss)."""
+
+    def __init__(self, program, run, losses):
+        self.run = run
+        self.losses = losses
+        self.forward: Dict[str, Set[int]] = defaultdict(set)
+        for build in programs.pipelines_of(program):
+            for name, stage in build.stage_of_op.items():
+                layer = layer_of(name, LAYERS)
+                parts = name.split("/")
+                # The forward pass only: not the gradients, nor the weight update's plumbing.
+                if layer is not None and "gradients" not in parts and not any(
+                        part.startswith("update_") for part in parts):
+                    self.forward[layer].add(stage)
+
+
+def _mean_loss(outfed):
+    """The mean loss of one run's outfeed: the loss alone (``outfeed_loss=True``, or a loop
+    enqueuing it), or the last of the last stage's outputs."""
+    if isinstance(outfed, dict):
+        outfed = list(outfed.values())
+    if isinstance(outfed, (list, tuple)):
+        outfed = outfed[-1] if outfed else None
+    values = np.asarray(outfed, dtype=np.float64) if outfed is not None else None
+    if values is None or values.size == 0 or not np.isfinite(values).all():
+        return None
+    return float(values.mean())
+
+
+def run_model(model) -> _Ran:
+    """Compile ``model(learning_rate, infeed, outfeed)`` for a device of two IPUs, run it
+    ``RUNS`` times with the outfeed dequeued after each, and say what ran.  An error in the
+    learner's code raises ``LearnerCodeFailed``.  The IPU system the learner configured, if
+    any, is configured again afterwards."""
+    graph = tf.Graph()
+    try:
+        with ipu_backend.configuration_kept(), graph.as_default():
+            config.reset_ipu_configuration()  # as a fresh script: the device is configured below
+            tf.compat.v1.set_random_seed(0)
+            (images, labels), _ = datasets.mnist.load_data()
+            count = BATCH_SIZE * GRADIENT_ACCUMULATION_COUNT * REPEAT_COUNT
+            dataset = tf.data.Dataset.from_tensor_slices(
+                ((images[:count] / 255).astype(np.float32), labels[:count].astype(np.int32)))
+            infeed = ipu_infeed_queue.IPUInfeedQueue(
+                dataset.repeat().batch(BATCH_SIZE, drop_remainder=True))
+            outfeed = ipu_outfeed_queue.IPUOutfeedQueue()
+            learning_rate = tf.compat.v1.placeholder(np.float32, [])
+            with scopes.ipu_scope("/device:IPU:0"):
+                with tf.compat.v1.variable_scope("FCModel", use_resource=True):
+                    train = ipu_compiler.compile(lambda lr: model(lr, infeed, outfeed),
+                                                 [learning_rate])
+            dequeue = outfeed.dequeue()
+            program = _program_of(graph)
+            devices = config.IPUConfig()
+            devices.auto_select_ipus = 2
+            devices.selection_order = config.SelectionOrder.SNAKE
+            devices.configure_ipu_system()
+            losses = []
+            with tf.compat.v1.Session(graph=graph) as session:
+                session.run(tf.compat.v1.global_variables_initializer())
+                session.run(infeed.initializer)
+                with record.capture() as runs:
+                    for _ in range(RUNS):
+                        session.run(train, {learning_rate: 0.01})
+                        losses.append(_mean_loss(session.run(dequeue)))
+    except Exception as error:  # pylint: disable=broad-except  (the learner's code: a hint)
+        raise LearnerCodeFailed(learner_error(error, SDK_HINTS)) from error
+    return _Ran(program, runs.runs[-1], None if None in losses else losses)
+
+
+def _program_of(graph):
+    registry = programs.existing_registry(graph)
+    return next(iter(registry.program_by_fetch.values()))
+
+
+def _ipus(found):
+    return " and ".join(f"IPU{k}" for k in sorted(found))
+
+
+def _stage_words(index):
+    return ("first", "second", "third", "fourth")[index] if index < 4 else f"{index + 1}th"
+
+
+@code_exercise("07.pipeline-the-model", solution=solution)
+def check_pipelined_model(pipelined_model):
+    """``pipelined_model(learning_rate, infeed, outfeed)``, pipelined as the tutorial's
+    step 3."""
+    if not callable(pipelined_model):
+        return not_yet("pass the function itself, without calling it: "
+                       "check_pipelined_model(pipelined_model).")
+    ran = run_model(pipelined_model)
+    run, pipeline = ran.run, ran.run.pipeline
+    if pipeline is None:
+        if len(run.stages) > 1:
+            return not_yet(f"your program is still a repeat loop over ipu_shard scopes: it ran "
+                           f"{run.iterations} mini-batches one at a time, each through IPU0 "
+                           f"and then IPU1, so one IPU always waited for the other. Task c: "
+                           f"return ipu.pipelining_ops.pipeline(...) instead of "
+                           f"ipu.loops.repeat(...), with the stage functions of task a.")
+        return not_yet("your program ran no pipeline, on one IPU. Task c: return what "
+                       "ipu.pipelining_ops.pipeline(computational_stages=[stage1, stage2], "
+                       "...) returns.")
+    mapping = tuple(pipeline.device_mapping)
+    if len(mapping) != 2:
+        where = ", ".join(f"{_stage_words(k)} on IPU{ipu}" for k, ipu in enumerate(mapping))
+        return not_yet(f"your pipeline ran {len(mapping)} stages ({where}). The tutorial's "
+                       f"has two, one per IPU: stage1 with flatten to dense64, stage2 with "
+                       f"dense32, the logits and the loss.")
+    if mapping != (0, 1):
+        return not_yet(f"your first stage ran on IPU{mapping[0]} and the second on "
+                       f"IPU{mapping[1]} (device_mapping={list(mapping)}). Leave "
+                       f"device_mapping out: the pipeline then runs stage k on IPU k, "
+                       f"stage1 on IPU0 as in step 2.")
+    for layer, wanted in TUTORIAL_STAGES.items():
+        found = ran.forward.get(layer, set())
+        if found and found != {wanted}:
+            return not_yet(f"{layer} ran in your {_stage_words(min(found))} stage, on "
+                           f"{_ipus({mapping[k] for k in found})}. The tutorial keeps step 2's "
+                           f"cut, just before dense32: stage1 builds flatten to dense64, stage2 "
+                           f"dense32, the logits and the loss.")
+        if not found:
+            return not_yet(f"no op of your pipeline's stages was built in "
+                           f"tf.variable_scope(\"{layer}\"). Keep each layer in its scope, as "
+                           f"in step 2: the record finds the layers by these names.")
+    if pipeline.schedule != SCHEDULE:
+        return not_yet(f"the schedule was {_SCHEDULE_NAMES.get(pipeline.schedule, pipeline.schedule)}; "
+                       f"the tutorial asks for Grouped: "
+                       f"pipeline_schedule=ipu.pipelining_ops.PipelineSchedule.Grouped.")
+    if pipeline.gradient_accumulation_count != GRADIENT_ACCUMULATION_COUNT:
+        return not_yet(f"your pipeline updated the weights every "
+                       f"{pipeline.gradient_accumulation_count} micro-batches; step 2 "
+                       f"accumulated {GRADIENT_ACCUMULATION_COUNT} "
+                       f"(num_mini_batches=16): "
+                       f"gradient_accumulation_count={GRADIENT_ACCUMULATION_COUNT}.")
+    if pipeline.repeat_count != REPEAT_COUNT:
+        per_run = pipeline.gradient_accumulation_count * pipeline.repeat_count
+        return not_yet(f"each sess.run made {pipeline.repeat_count} pass"
+                       f"{'es' if pipeline.repeat_count != 1 else ''} of "
+                       f"{pipeline.gradient_accumulation_count} micro-batches ({per_run}); step "
+                       f"2's loop ran 64 per run. The pipeline is its own loop: "
+                       f"repeat_count={REPEAT_COUNT} makes 4 x 16 = 64.")
+    if ran.losses is None:
+        return not_yet("the outfeed returned no loss. Pass outfeed_queue=outfeed and "
+                       "outfeed_loss=True, and return (learning_rate, loss) from stage2.")
+    if not ran.losses[-1] < ran.losses[0]:
+        return not_yet(f"the mean loss did not fall over {RUNS} runs "
+                       f"({', '.join(f'{loss:.3f}' for loss in ran.losses)}): check that "
+                       f"optimizer_function returns the loss it was given and an optimizer "
+                       f"with learning_rate.")
+    return right(f"your program ran as the tutorial's step 3: a Grouped pipeline of two "
+                 f"stages, flatten to dense64 on IPU0 and dense32, the logits and the loss on "
+                 f"IPU1. Each sess.run made {REPEAT_COUNT} passes of "
+                 f"{GRADIENT_ACCUMULATION_COUNT} micro-batches, the 64 of step 2's loop, with "
+                 f"one weight update per pass; the mean loss went "
+                 f"{' -> '.join(f'{loss:.3f}' for loss in ran.losses)} over {RUNS} runs. "
+                 f"Unlike step 2's shards, each stage's backward pass ran on its own IPU, and "
+                 f"both IPUs worked at once on different micro-batches.")
+
+
+__all__ = ["check_pipelined_model", "solution", "run_model", "STARTING_CODE"]

@@ -1,0 +1,134 @@
+"""Notebook 07's code exercise: the solution passes, and each realistic wrong attempt gets its
+own hint drawn from what the attempt's program did or the SDK's own error (run in process, no
+kernel per attempt)."""
+import json
+
+import pytest
+import tensorflow as tf
+
+from ipu_emulator import ipu
+from ipu_emulator.code_exercises import nb07_pipelining as code_exercises
+from ipu_emulator.exercises import SOLUTIONS_VARIABLE, SolutionFailed
+from tests.support.child_python import ROOT
+from tests.support.ipu_systems import configure_ipus
+
+Schedule = ipu.pipelining_ops.PipelineSchedule
+WIDTHS = [("dense256", 256), ("dense128", 128), ("dense64", 64), ("dense32", 32)]
+
+
+def model(dense_layers_first=3, schedule=Schedule.Grouped, accumulation_count=16,
+          repeat_count=4, bare_optimizer=False, extra_stage=False, **options):
+    """A pipelined model as a learner might write it: the first stage builds flatten and
+    the first ``dense_layers_first`` dense layers (3: up to dense64, as the tutorial), the second
+    the rest; ``bare_optimizer`` returns the optimizer without OptimizerFunctionOutput;
+    ``extra_stage`` adds a stage that passes its inputs on; ``options`` go to the pipeline."""
+    cut = dense_layers_first
+
+    def stage1(learning_rate, images, labels):
+        with tf.compat.v1.variable_scope("flatten"):
+            activations = tf.keras.layers.Flatten()(images)
+        for name, width in WIDTHS[:cut]:
+            with tf.compat.v1.variable_scope(name):
+                activations = tf.keras.layers.Dense(width, activation=tf.nn.relu)(activations)
+        return learning_rate, activations, labels
+
+    def middle(*outputs):
+        return outputs
+
+    def stage2(learning_rate, activations, labels):
+        for name, width in WIDTHS[cut:]:
+            with tf.compat.v1.variable_scope(name):
+                activations = tf.keras.layers.Dense(width, activation=tf.nn.relu)(activations)
+        with tf.compat.v1.variable_scope("logits"):
+            logits = tf.keras.layers.Dense(10)(activations)
+        with tf.compat.v1.variable_scope("softmax_ce"):
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                labels=labels, logits=logits))
+        return learning_rate, loss
+
+    def optimizer_function(learning_rate, loss):
+        optimizer = tf.compat.v1.train.GradientDescentOptimizer(learning_rate)
+        if bare_optimizer:
+            return optimizer
+        return ipu.pipelining_ops.OptimizerFunctionOutput(optimizer, loss)
+
+    def pipelined_model(learning_rate, infeed, outfeed):
+        return ipu.pipelining_ops.pipeline(
+            computational_stages=[stage1, middle, stage2] if extra_stage else [stage1, stage2],
+            gradient_accumulation_count=accumulation_count, repeat_count=repeat_count,
+            inputs=[learning_rate], infeed_queue=infeed, outfeed_queue=outfeed,
+            optimizer_function=optimizer_function, pipeline_schedule=schedule,
+            outfeed_loss=True, **options)
+    return pipelined_model
+
+
+def starting_code():
+    namespace = {"tf": tf.compat.v1, "ipu": ipu}
+    exec(code_exercises.STARTING_CODE, namespace)  # pylint: disable=exec-used
+    return namespace["pipelined_model"]
+
+
+WRONG_ATTEMPTS = {
+    "step 2's sharded loop, unchanged": (starting_code, "still a repeat loop over ipu_shard"),
+    "the cut one layer late": (lambda: model(dense_layers_first=4),
+                               "dense32 ran in your first stage, on IPU0"),
+    "the Interleaved schedule": (lambda: model(schedule=Schedule.Interleaved),
+                                 "the schedule was Interleaved; the tutorial asks for Grouped"),
+    "a count Grouped refuses": (
+        lambda: model(accumulation_count=6),
+        "FailedPreconditionError: The number of iterations of the pipeline must be a multiple "
+        "of 4, but it is 6."),
+    "another count Grouped accepts": (lambda: model(accumulation_count=8),
+                                      "updated the weights every 8 micro-batches"),
+    "the repeat count left out": (lambda: model(repeat_count=1),
+                                  "each sess.run made 1 pass of 16 micro-batches"),
+    "the bare optimizer returned": (lambda: model(bare_optimizer=True),
+                                    "return the optimizer and the loss together"),
+    "the stages swapped between the IPUs": (lambda: model(device_mapping=[1, 0]),
+                                            "your first stage ran on IPU1"),
+    "a third stage on two IPUs": (lambda: model(extra_stage=True),
+                                  "so the pipeline has two stages, one per IPU"),
+}
+
+
+def test_the_solution_passes_and_says_what_ran():
+    feedback = code_exercises.check_pipelined_model(code_exercises.solution)
+    assert feedback.ok, feedback.text
+    assert "a Grouped pipeline of two stages" in feedback.text
+    assert "4 passes of 16 micro-batches" in feedback.text
+
+
+@pytest.mark.parametrize("attempt", WRONG_ATTEMPTS)
+def test_each_wrong_attempt_gets_its_own_hint(attempt):
+    make, words = WRONG_ATTEMPTS[attempt]
+    feedback = code_exercises.check_pipelined_model(make())
+    assert not feedback.ok and feedback.text.startswith("Not yet."), feedback.text
+    assert words in feedback.text, feedback.text
+    others = [w for name, (_, w) in WRONG_ATTEMPTS.items() if name != attempt]
+    assert not any(w in feedback.text for w in others), feedback.text
+
+
+def test_an_untouched_or_misused_cell_asks_for_code():
+    assert "Write your code" in code_exercises.check_pipelined_model().text
+    assert "without calling it" in code_exercises.check_pipelined_model(3).text
+
+
+def test_in_solutions_mode_the_check_runs_the_solution(monkeypatch):
+    monkeypatch.setenv(SOLUTIONS_VARIABLE, "1")
+    assert code_exercises.check_pipelined_model(starting_code()).ok
+    monkeypatch.setattr(code_exercises, "SCHEDULE", "interleaved")
+    with pytest.raises(SolutionFailed):
+        code_exercises.check_pipelined_model()
+
+
+def test_the_starting_code_is_the_notebooks_exercise_cell():
+    notebook = json.loads((ROOT / "notebooks" / "07_pipelining.ipynb").read_text())
+    [cell] = [c for c in notebook["cells"] if "code-exercise" in c["metadata"].get("tags", [])]
+    assert "".join(cell["source"]) == code_exercises.STARTING_CODE  # what a reset restores
+
+
+def test_the_learners_own_ipu_configuration_is_kept():
+    from ipu_emulator.runtime import configured_system
+    configure_ipus(4)
+    code_exercises.check_pipelined_model(code_exercises.solution)
+    assert [d.num_ipus for d in configured_system.current().devices] == [4]
