@@ -24,9 +24,12 @@ This layer sits above the API front: it builds and runs TensorFlow programs.
 from __future__ import annotations
 
 import functools
+import os
+import warnings
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional
 
+from ipu_emulator.data import datasets
 from ipu_emulator.exercises import Feedback, SolutionFailed, not_yet, solutions_mode
 
 
@@ -109,5 +112,21 @@ def code_exercise(name: str, solution: Callable):
     return decorate
 
 
-__all__ = ["CODE_REGISTRY", "CodeExercise", "LearnerCodeFailed", "code_exercise",
+def sample_digits():
+    """The bundled MNIST sample, quietly: a check needs a few hundred digits, never a
+    download (even when the notebook asks for the full data), nor a line about the sample."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", datasets.SampleDataWarning)
+        previous = os.environ.get(datasets.MODE_ENV_VAR)
+        os.environ[datasets.MODE_ENV_VAR] = "sample"
+        try:
+            return datasets.mnist.load_data()
+        finally:
+            if previous is None:
+                del os.environ[datasets.MODE_ENV_VAR]
+            else:
+                os.environ[datasets.MODE_ENV_VAR] = previous
+
+
+__all__ = ["CODE_REGISTRY", "sample_digits", "CodeExercise", "LearnerCodeFailed", "code_exercise",
            "learner_error", "not_yet"]

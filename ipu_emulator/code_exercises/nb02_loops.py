@@ -13,15 +13,12 @@ engine runs, how many loop iterations each made, and whether an infeed fed the i
 """
 from __future__ import annotations
 
-import os
-import warnings
-
 import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
-from ipu_emulator.code_exercises import LearnerCodeFailed, code_exercise, learner_error
-from ipu_emulator.data import datasets
+from ipu_emulator.code_exercises import (LearnerCodeFailed, code_exercise, learner_error,
+                                         sample_digits)
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import config, ipu_compiler, ipu_infeed_queue, loops, scopes
 from ipu_emulator.runtime import ipu_backend
@@ -104,7 +101,7 @@ def run_training(train) -> record.ProgramRecord:
         with ipu_backend.configuration_kept(), tf.Graph().as_default():
             config.reset_ipu_configuration()  # as a fresh script: the device is configured below
             tf.compat.v1.set_random_seed(0)
-            (images, labels), _ = _sample_digits()
+            (images, labels), _ = sample_digits()
             images = (images[:IMAGES] / 255).astype(np.float32)
             labels = labels[:IMAGES].astype(np.int32)
             device = config.IPUConfig()
@@ -115,22 +112,6 @@ def run_training(train) -> record.ProgramRecord:
     except Exception as error:  # pylint: disable=broad-except  (the learner's code: a hint)
         raise LearnerCodeFailed(learner_error(error, SDK_HINTS)) from error
     return runs
-
-
-def _sample_digits():
-    """The bundled MNIST sample, quietly: the check needs a few hundred digits, never a
-    download (even when the notebook asks for the full data), nor a line about the sample."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", datasets.SampleDataWarning)
-        previous = os.environ.get(datasets.MODE_ENV_VAR)
-        os.environ[datasets.MODE_ENV_VAR] = "sample"
-        try:
-            return datasets.mnist.load_data()
-        finally:
-            if previous is None:
-                del os.environ[datasets.MODE_ENV_VAR]
-            else:
-                os.environ[datasets.MODE_ENV_VAR] = previous
 
 
 def _runs(count: int) -> str:

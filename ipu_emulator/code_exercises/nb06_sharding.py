@@ -16,8 +16,8 @@ import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
-from ipu_emulator.code_exercises import LearnerCodeFailed, code_exercise, learner_error
-from ipu_emulator.data import datasets
+from ipu_emulator.code_exercises import (LearnerCodeFailed, code_exercise, learner_error,
+                                         sample_digits)
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import config, ipu_compiler, ipu_infeed_queue, loops, optimizers, scopes
 from ipu_emulator.lessons.placement import layer_of
@@ -116,7 +116,7 @@ def run_step(step) -> _Ran:
         with ipu_backend.configuration_kept(), graph.as_default():
             config.reset_ipu_configuration()  # as a fresh script: the device is configured below
             tf.compat.v1.set_random_seed(0)
-            (images, labels), _ = datasets.mnist.load_data()
+            (images, labels), _ = sample_digits()
             count = BATCH_SIZE * MINI_BATCHES
             dataset = tf.data.Dataset.from_tensor_slices(
                 ((images[:count] / 255).astype(np.float32), labels[:count].astype(np.int32)))

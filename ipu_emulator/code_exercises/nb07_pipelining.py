@@ -23,8 +23,8 @@ import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
-from ipu_emulator.code_exercises import LearnerCodeFailed, code_exercise, learner_error
-from ipu_emulator.data import datasets
+from ipu_emulator.code_exercises import (LearnerCodeFailed, code_exercise, learner_error,
+                                         sample_digits)
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue,
                               pipelining_ops, scopes)
@@ -182,7 +182,7 @@ def run_model(model) -> _Ran:
         with ipu_backend.configuration_kept(), graph.as_default():
             config.reset_ipu_configuration()  # as a fresh script: the device is configured below
             tf.compat.v1.set_random_seed(0)
-            (images, labels), _ = datasets.mnist.load_data()
+            (images, labels), _ = sample_digits()
             count = BATCH_SIZE * GRADIENT_ACCUMULATION_COUNT * REPEAT_COUNT
             dataset = tf.data.Dataset.from_tensor_slices(
                 ((images[:count] / 255).astype(np.float32), labels[:count].astype(np.int32)))
