@@ -1,0 +1,22 @@
+"""What every code exercise's tests assert (``tests/emulator/code_exercises``): a wrong attempt
+gets a hint of its own, and an untouched or misused check cell asks for code."""
+
+
+def assert_own_hint(feedback, attempt, attempts):
+    """``feedback`` for ``attempt`` is a "Not yet" carrying that attempt's words and no other
+    attempt's (``attempts``: ``{name: (code, words)}``): each mistake is told apart."""
+    text = feedback.text
+    assert not feedback.ok and text.startswith("Not yet."), text
+    assert attempts[attempt][1] in text, text
+    others = [words for name, (_, words) in attempts.items() if name != attempt]
+    assert not any(words in text for words in others), text
+
+
+def assert_asks_for_code(check):
+    """Run with nothing, the check asks for code; given a value, not a function, it says to
+    pass the function itself."""
+    assert "Write your code" in check().text
+    assert "without calling it" in check(3).text
+
+
+__all__ = ["assert_own_hint", "assert_asks_for_code"]
