@@ -1,5 +1,18 @@
 """What every code exercise's tests assert (``tests/emulator/code_exercises``): a wrong attempt
-gets a hint of its own, and an untouched or misused check cell asks for code."""
+gets a hint of its own, and an untouched or misused check cell asks for code; and the fixture
+they all use (import it into the test module: ``outside_solutions_mode``)."""
+import pytest
+
+from ipu_emulator.exercises import SOLUTIONS_VARIABLE
+
+
+@pytest.fixture(autouse=True)
+def outside_solutions_mode(monkeypatch):
+    """The tests check what a learner's attempt gets, so they run outside solutions mode:
+    `make test` sets IPU_LAB_SOLUTIONS=1 for the notebooks, and in that mode a check runs the
+    exercise's solution instead of the attempt (tests that want the mode set it themselves)."""
+    monkeypatch.delenv(SOLUTIONS_VARIABLE, raising=False)
+
 
 
 def assert_own_hint(feedback, attempt, attempts):
@@ -19,4 +32,4 @@ def assert_asks_for_code(check):
     assert "without calling it" in check(3).text
 
 
-__all__ = ["assert_own_hint", "assert_asks_for_code"]
+__all__ = ["assert_own_hint", "assert_asks_for_code", "outside_solutions_mode"]

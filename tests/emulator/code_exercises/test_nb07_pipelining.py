@@ -10,7 +10,8 @@ from ipu_emulator import ipu
 from ipu_emulator.code_exercises import nb07_pipelining as code_exercises
 from ipu_emulator.exercises import SOLUTIONS_VARIABLE, SolutionFailed
 from tests.support.child_python import ROOT
-from tests.support.code_exercise_checks import assert_asks_for_code, assert_own_hint
+from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixture)
+    assert_asks_for_code, assert_own_hint, outside_solutions_mode)
 from tests.support.ipu_systems import configure_ipus
 
 Schedule = ipu.pipelining_ops.PipelineSchedule
