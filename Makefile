@@ -5,7 +5,7 @@
 #               notebooks, JupyterLab in headless Chromium, and the JupyterLite site, which it
 #               builds first: `make lite`; installs Debian's chromium and npm if root and
 #               missing); prints the time each stage took
-#   make test-fast  the simulator, views, widgets and exercises only, without TensorFlow (~16 s)
+#   make test-fast  the simulator, views, widgets and exercises only, without TensorFlow (~15 s)
 #   make lite       the zero-install JupyterLite site in build/lite (lite/lite.mk)
 VENV ?= .venv
 PYTHON ?= python3
@@ -83,7 +83,7 @@ test: $(STAMP)
 		--doctest-modules $(TEST_PATHS) $(PYTEST_ARGS) \
 		|| status=$$?; $(PYTHON) scripts/stage_times.py report $(MAKE_STARTED); exit $$status
 
-# The simulator, views, widgets and exercises only, without TensorFlow: about 16 seconds.
+# The simulator, views, widgets and exercises only, without TensorFlow: about 15 seconds.
 test-fast: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 	MPLBACKEND=Agg $(BIN)/python -m pytest $(FAST_OPTIONS) $(FAST_SUITE)
