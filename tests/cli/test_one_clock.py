@@ -9,6 +9,7 @@ simulate --model tutorial-mlp`` simulates.  Each phase of each stage must take t
 simulated time within 2 %, and the tensors a shard reads from the other must be the same.
 """
 import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -43,9 +44,13 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def recorded():
+    # The four children at once: each spends most of its time importing TensorFlow.
+    with ThreadPoolExecutor(len(CASES)) as pool:
+        children = {name: pool.submit(run_python, CHILD, *args, timeout=600)
+                    for name, args in CASES.items()}
     found = {}
-    for name, args in CASES.items():
-        results = run_python(CHILD, *args, timeout=600).check().results
+    for name, child in children.items():
+        results = child.result().check().results
         stages = tuple(StageCost(**dict(s, layers=tuple(s["layers"]), op_cycles=tuple(
             s["op_cycles"]), reads=tuple(tuple(r) for r in s["reads"])))
             for s in results["stages"])
