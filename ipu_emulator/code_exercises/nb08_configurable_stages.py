@@ -1,0 +1,283 @@
+"""Notebook 08's code exercise: build the pipeline's stages from a list of splits (pipelining
+tutorial, step 4, tasks c and d).
+
+The learner starts from step 3's pipeline written with the notebook's layer functions: two
+hard-coded stage functions, split at ``dense32``.  They write
+``pipeline_for_splits(layers, splits, learning_rate, infeed, outfeed)`` so that any list of
+splits works: cut the layers (in the model's order) before each split, make one stage
+function per piece, and hand the pipeline that list.
+
+``check_configurable_pipeline`` calls it with two lists of splits, a 4-stage one and a
+2-stage one, compiles each for a device of one IPU per stage, runs it once and reads the
+record: how many stages ran, and in which stage each layer's forward ops were built (from the
+``stage<k>_<layer>`` variable scopes the tutorial gives each layer).
+"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict, namedtuple
+from typing import Dict, List, Sequence, Set
+
+import numpy as np
+import tensorflow as tf
+
+from ipu_emulator import record
+from ipu_emulator.code_exercises import (LearnerCodeFailed, code_exercise, learner_error,
+                                         sample_digits)
+from ipu_emulator.exercises import not_yet, right
+from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue,
+                              pipelining_ops, scopes)
+from ipu_emulator.runtime import ipu_backend, programs
+
+BATCH_SIZE = 32
+GRADIENT_ACCUMULATION_COUNT = 16   # a multiple of 2 x stages for 2 and 4 stages (Grouped)
+# The splits the check tries, each with a device of one IPU per stage: four stages first (a
+# program with step 3's two stages hard-coded fails there), then two, split elsewhere than
+# step 3 (a program that only works for the tutorial's default fails there).
+SPLITS_TRIED = (("dense128", "dense64", "dense32"), ("dense64",))
+# Hints for errors a stages-from-splits attempt can meet, by words of their messages.
+SDK_HINTS = {
+    # Every stage built from the loop's last piece: the first stage's Dense(32) then meets the
+    # 28 x 28 images and the loss meets a 3-D logits tensor.
+    "logits.shape.rank": "your stages seem to run the wrong layers: the first "
+                                        "stage got the images but built the last piece's "
+                                        "layers. A function defined inside a `for` loop reads "
+                                        "the loop's variables when it runs, after the loop "
+                                        "has ended, so every stage sees the last piece. Make "
+                                        "each stage in a helper, `make_stage(k, pieces[k])`, "
+                                        "as the tutorial does (task b).",
+    "shards needs to divide": "the device has one IPU per stage, so the pipeline needs "
+                              "exactly len(splits) + 1 stage functions.",
+    "must be a multiple of": "keep gradient_accumulation_count=16: with 2 or 4 stages it is a "
+                             "multiple of 2 x stages, as the Grouped schedule needs.",
+    "not enough values to unpack": "each stage returns what the next one takes: the layer "
+                                   "functions pass (learning_rate, activations, labels) along, "
+                                   "so a stage returns what its last layer returned.",
+}
+
+Layer = namedtuple("Layer", ["position", "name", "function"])
+
+
+def _relu(units, learning_rate, activations, labels):
+    return (learning_rate,
+            tf.keras.layers.Dense(units, activation=tf.nn.relu)(activations), labels)
+
+
+def _flatten(learning_rate, images, labels):
+    return learning_rate, tf.keras.layers.Flatten()(images), labels
+
+
+def _logits(learning_rate, activations, labels):
+    return learning_rate, tf.keras.layers.Dense(10)(activations), labels
+
+
+def _cel(learning_rate, logits, labels):
+    per_image = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    return learning_rate, tf.reduce_mean(per_image)
+
+
+# Notebook 08's layers, as its discover_layers finds them: (position, name, function).
+LAYERS = [Layer(10, "flatten", _flatten),
+          Layer(20, "dense256", lambda *args: _relu(256, *args)),
+          Layer(30, "dense128", lambda *args: _relu(128, *args)),
+          Layer(40, "dense64", lambda *args: _relu(64, *args)),
+          Layer(50, "dense32", lambda *args: _relu(32, *args)),
+          Layer(60, "logits", _logits),
+          Layer(70, "cel", _cel)]
+LAYER_NAMES = [layer.name for layer in LAYERS]
+
+
+def optimizer_function(learning_rate, loss):
+    """Notebook 08's optimizer function (step 3's)."""
+    optimizer = tf.compat.v1.train.GradientDescentOptimizer(learning_rate=learning_rate)
+    return pipelining_ops.OptimizerFunctionOutput(optimizer, loss)
+
+
+# The cell the learner edits (tagged ``code-exercise`` in notebook 08): step 3's pipeline
+# with the stages hard-coded, and the tutorial's tasks.  ``print(code_exercises.STARTING_CODE)``
+# gives it back, to start again.
+STARTING_CODE = '''\
+# Your turn: stages from splits (the tutorial's step 4, tasks c and d)
+#  [ ] a) cut `layers` (a list in the model's order; each has .name and .function) into
+#         pieces: a split names the FIRST layer of the next piece, so N splits make N + 1
+#  [ ] b) one stage function per piece: it calls the piece's layers in turn, each inside
+#         tf.variable_scope(f"stage{k}_{layer.name}", use_resource=True), passing each
+#         layer's outputs on to the next, and returns the last layer's outputs
+#  [ ] c) give the pipeline your list of stage functions instead of [stage0, stage1]
+def pipeline_for_splits(layers, splits, learning_rate, infeed, outfeed):
+    flatten, dense256, dense128, dense64, dense32, logits, cel = layers
+
+    def stage0(*args):                       # hard-coded: the tutorial's split at dense32
+        for layer in [flatten, dense256, dense128, dense64]:
+            with tf.variable_scope(f"stage0_{layer.name}", use_resource=True):
+                args = layer.function(*args)
+        return args
+
+    def stage1(*args):
+        for layer in [dense32, logits, cel]:
+            with tf.variable_scope(f"stage1_{layer.name}", use_resource=True):
+                args = layer.function(*args)
+        return args
+
+    return ipu.pipelining_ops.pipeline(
+        computational_stages=[stage0, stage1],
+        gradient_accumulation_count=16,
+        inputs=[learning_rate], infeed_queue=infeed, outfeed_queue=outfeed,
+        optimizer_function=optimizer_function,
+        pipeline_schedule=ipu.pipelining_ops.PipelineSchedule.Grouped,
+        outfeed_loss=True)'''
+
+
+def solution(layers, splits, learning_rate, infeed, outfeed):
+    """The tutorial's step 4: the layers cut at the splits, a stage function per piece."""
+    names = [layer.name for layer in layers]
+    cuts = [0] + [names.index(split) for split in splits] + [len(layers)]
+    pieces = [layers[start:end] for start, end in zip(cuts, cuts[1:])]
+
+    def make_stage(index, piece):
+        def stage(*args):
+            for layer in piece:
+                with tf.compat.v1.variable_scope(f"stage{index}_{layer.name}",
+                                                 use_resource=True):
+                    args = layer.function(*args)
+            return args
+        return stage
+
+    return pipelining_ops.pipeline(
+        computational_stages=[make_stage(k, piece) for k, piece in enumerate(pieces)],
+        gradient_accumulation_count=GRADIENT_ACCUMULATION_COUNT,
+        inputs=[learning_rate], infeed_queue=infeed, outfeed_queue=outfeed,
+        optimizer_function=optimizer_function,
+        pipeline_schedule=pipelining_ops.PipelineSchedule.Grouped,
+        outfeed_loss=True)
+
+
+class _Ran:
+    """What one program did: its engine run's record, and the stages each layer's forward ops
+    were built in (by the ``stage<k>_<layer>`` scopes; empty when the learner used none)."""
+
+    SCOPE = re.compile(r"stage(\d+)_(\w+?)(?:_\d+)?$")
+
+    def __init__(self, program, run, losses):
+        self.run = run
+        self.losses = losses
+        self.forward: Dict[str, Set[int]] = defaultdict(set)
+        for build in programs.pipelines_of(program):
+            for name, stage in build.stage_of_op.items():
+                parts = name.split("/")
+                if "gradients" in parts or any(p.startswith("update_") for p in parts):
+                    continue  # the forward pass only
+                for part in parts:
+                    match = self.SCOPE.match(part)
+                    if match and match.group(2) in LAYER_NAMES:
+                        self.forward[match.group(2)].add(stage)
+
+
+def run_pipeline(pipeline_for_splits, splits: Sequence[str]) -> _Ran:
+    """Compile ``pipeline_for_splits(LAYERS, splits, ...)`` for a device of one IPU per stage,
+    run it once and say what ran.  An error in the learner's code raises
+    ``LearnerCodeFailed``.  The IPU system the learner configured is configured again
+    afterwards."""
+    graph = tf.Graph()
+    try:
+        with ipu_backend.configuration_kept(), graph.as_default():
+            config.reset_ipu_configuration()  # as a fresh script: the device is configured below
+            tf.compat.v1.set_random_seed(0)
+            (images, labels), _ = sample_digits()
+            count = BATCH_SIZE * GRADIENT_ACCUMULATION_COUNT
+            dataset = tf.data.Dataset.from_tensor_slices(
+                ((images[:count] / 255).astype(np.float32), labels[:count].astype(np.int32)))
+            infeed = ipu_infeed_queue.IPUInfeedQueue(
+                dataset.repeat().batch(BATCH_SIZE, drop_remainder=True))
+            outfeed = ipu_outfeed_queue.IPUOutfeedQueue()
+            learning_rate = tf.compat.v1.placeholder(np.float32, [])
+            with scopes.ipu_scope("/device:IPU:0"):
+                train = ipu_compiler.compile(
+                    lambda lr: pipeline_for_splits(list(LAYERS), list(splits), lr, infeed,
+                                                   outfeed), [learning_rate])
+            dequeue = outfeed.dequeue()
+            program = next(iter(programs.existing_registry(graph).program_by_fetch.values()))
+            devices = config.IPUConfig()
+            devices.auto_select_ipus = len(splits) + 1
+            devices.selection_order = config.SelectionOrder.SNAKE
+            devices.configure_ipu_system()
+            with tf.compat.v1.Session(graph=graph) as session:
+                session.run(tf.compat.v1.global_variables_initializer())
+                session.run(infeed.initializer)
+                with record.capture() as runs:
+                    session.run(train, {learning_rate: 0.01})
+                losses = np.asarray(session.run(dequeue), dtype=np.float64)
+    except Exception as error:  # pylint: disable=broad-except  (the learner's code: a hint)
+        raise LearnerCodeFailed(learner_error(error, SDK_HINTS)) from error
+    return _Ran(program, runs.runs[-1], losses)
+
+
+def _pieces(splits: Sequence[str]) -> List[List[str]]:
+    cuts = [0] + [LAYER_NAMES.index(split) for split in splits] + [len(LAYER_NAMES)]
+    return [LAYER_NAMES[start:end] for start, end in zip(cuts, cuts[1:])]
+
+
+def _described(pieces) -> str:
+    return " | ".join("-".join(piece) for piece in pieces)
+
+
+def _problem(ran: _Ran, splits: Sequence[str]):
+    """The first thing wrong with one program's run, as a ``not_yet``; None when right."""
+    wanted = _pieces(splits)
+    pipeline = ran.run.pipeline
+    if pipeline is None:
+        return not_yet("your function ran no pipeline: return what "
+                       "ipu.pipelining_ops.pipeline(...) returns.")
+    stages = len(pipeline.device_mapping)
+    if stages != len(wanted):
+        return not_yet(f"with splits {list(splits)} your pipeline ran {stages} stages; "
+                       f"{len(splits)} splits make {len(wanted)} "
+                       f"({_described(wanted)}). Tasks a and c: build the stage functions "
+                       f"from the splits instead of the hard-coded [stage0, stage1].")
+    if not ran.forward:
+        return not_yet("no layer of your stages was built in a "
+                       "tf.variable_scope(f\"stage{k}_{layer.name}\"): the check finds the "
+                       "layers by these names, and so do the trace and the variables (task "
+                       "b).")
+    built = [[name for name in LAYER_NAMES if k in ran.forward.get(name, ())]
+             for k in range(stages)]
+    for name, stage in ((name, k) for k, piece in enumerate(wanted) for name in piece):
+        found = ran.forward.get(name, set())
+        if found == {stage}:
+            continue
+        if found and min(found) == stage - 1 and name in splits:
+            return not_yet(f"with splits {list(splits)} your stages were "
+                           f"{_described(built)}: {name} ended stage {stage - 1}. A split "
+                           f"names the first layer of the NEXT stage: cut just before it, "
+                           f"so {name} starts stage {stage} (task a).")
+        return not_yet(f"with splits {list(splits)} your stages were {_described(built)}; "
+                       f"they should be {_described(wanted)}: each stage runs the layers "
+                       f"from one split up to the next (task a).")
+    if not (np.isfinite(ran.losses).all() and ran.losses.size):
+        return not_yet("the outfeed returned no loss: keep outfeed_queue=outfeed and "
+                       "outfeed_loss=True in the pipeline.")
+    return None
+
+
+@code_exercise("08.stages-from-splits", solution=solution)
+def check_configurable_pipeline(pipeline_for_splits):
+    """``pipeline_for_splits(layers, splits, learning_rate, infeed, outfeed)``: the stages
+    the splits describe, for any splits."""
+    if not callable(pipeline_for_splits):
+        return not_yet("pass the function itself, without calling it: "
+                       "check_configurable_pipeline(pipeline_for_splits).")
+    for splits in SPLITS_TRIED:
+        problem = _problem(run_pipeline(pipeline_for_splits, splits), splits)
+        if problem is not None:
+            return problem
+    tried = "; ".join(f"{list(splits)} -> {_described(_pieces(splits))} on "
+                      f"{len(splits) + 1} IPUs" for splits in SPLITS_TRIED)
+    return right(f"your stages follow the splits: {tried}, each layer in its own "
+                 f"stage<k>_<layer> scope. The rest of the tutorial's step 4 is plumbing: "
+                 f"read the splits from the command line (task a) and ask for one IPU per "
+                 f"stage (task f). The next sections show why that last task needs a rule "
+                 f"for three stages.")
+
+
+__all__ = ["check_configurable_pipeline", "solution", "run_pipeline", "STARTING_CODE",
+           "LAYERS", "optimizer_function"]
