@@ -16,14 +16,6 @@ for module in pkgutil.iter_modules(exercises.__path__):
 EXERCISES = sorted(name for name in REGISTRY if not name.startswith(("doc.", "test.")))
 
 
-def test_every_notebook_has_at_least_two_exercises():
-    per_notebook = {}
-    for name in EXERCISES:
-        per_notebook.setdefault(name[:2], []).append(name)
-    assert {notebook: len(names) >= 2 for notebook, names in per_notebook.items()} == {
-        notebook: True for notebook in per_notebook}
-
-
 @pytest.mark.parametrize("name", EXERCISES)
 def test_unsolved_asks_for_an_answer(name, monkeypatch):
     monkeypatch.delenv(SOLUTIONS_VARIABLE, raising=False)
