@@ -1,0 +1,280 @@
+"""Notebook 09's code exercise: fit IPU 0 in a memory budget with the SDK's own options
+(the pipelining tutorial's further considerations: recomputation, offloading, the gradient
+accumulation buffers' type).
+
+The learner starts from notebook 09's reference pipeline, written as two functions:
+``configure_ipus()`` configures a device of two IPUs, and ``pipelined_model(infeed, outfeed)``
+returns the pipeline (the notebook's ``stage1``, ``stage2`` and momentum optimizer, 16
+micro-batches per weight update, 2 passes per run).  They switch on, in code, the options
+that bring IPU 0's peak memory to ``BUDGET_MB`` or less with the shortest pass:
+``IPUConfig.allow_recompute`` with ``recomputation_mode``, ``offload_weight_update_variables``,
+``offload_activations``, ``gradient_accumulation_dtype``.
+
+``check_fits_in_memory`` configures the system with the learner's ``configure_ipus``, builds
+and runs their pipeline on the MNIST sample, and reads the record of what ran: which memory
+options the pipeline really used (recomputation only when the system allowed it), and the
+stages' measured costs.  The simulator prices that run: IPU 0's peak memory and one pass's
+time, against every other choice of options on the same stages.
+"""
+from __future__ import annotations
+
+import inspect
+import itertools
+import re
+from typing import Dict, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from ipu_emulator import record
+from ipu_emulator.code_exercises import (LearnerCodeFailed, code_exercise, learner_error,
+                                         sample_digits)
+from ipu_emulator.exercises import not_yet, right
+from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue,
+                              pipelining_ops, scopes)
+from ipu_emulator.runtime import ipu_backend
+from ipu_emulator.sim.passes import one_pass
+from ipu_emulator.sim.pipeline_simulator import simulate_pipeline
+
+BATCH_SIZE = 32
+GRADIENT_ACCUMULATION_COUNT = 16
+REPEAT_COUNT = 2
+RUNS = 2
+LEARNING_RATE = 0.005
+MOMENTUM = 0.9
+TARGET = "ipu2"
+BUDGET_MB = 2.5
+# The memory options as the run record names them, each with its default first, and the
+# SDK's words for them (what the learner writes).
+MEMORY_OPTIONS = {"recompute": (False, True), "offload_weights": (False, True),
+                  "offload_activations": (False, True), "accumulation_dtype_bytes": (4, 2)}
+SDK_WORDS = {"recompute": "recomputation",
+             "offload_weights": "offload_weight_update_variables=True",
+             "offload_activations": "offload_activations=True",
+             "accumulation_dtype_bytes": "gradient_accumulation_dtype=tf.float16"}
+SDK_HINTS = {
+    "is not a valid attribute of this config": "IPUConfig holds the system's options, such "
+                                               "as allow_recompute; the offloading options "
+                                               "and the accumulators' type are arguments of "
+                                               "ipu.pipelining_ops.pipeline(...).",
+    "not a member of the RecomputationMode": "recomputation_mode takes a member of the enum, "
+                                             "not a string: recomputation_mode=ipu."
+                                             "pipelining_ops.RecomputationMode."
+                                             "RecomputeThenBackpropagate.",
+}
+
+
+def _dense(x, units, name, activation=tf.nn.relu):
+    with tf.compat.v1.variable_scope(name):
+        w = tf.compat.v1.get_variable("w", [x.shape[-1], units],
+                                      initializer=tf.compat.v1.glorot_uniform_initializer(seed=1))
+        b = tf.compat.v1.get_variable("b", [units], initializer=tf.compat.v1.zeros_initializer())
+        z = tf.matmul(x, w) + b
+        return activation(z) if activation else z
+
+
+def stage1(images, labels):
+    """Notebook 09's first stage (IPU 0): the wide layers."""
+    return _dense(_dense(_dense(images, 256, "dense256"), 128, "dense128"), 64, "dense64"), labels
+
+
+def stage2(hidden, labels):
+    """Notebook 09's second stage (IPU 1): the narrow layers and the loss."""
+    logits = _dense(_dense(hidden, 32, "dense32"), 10, "logits", activation=None)
+    return tf.reduce_mean(
+        tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+
+
+def optimizer_function(loss):
+    """Notebook 09's optimizer: momentum, whose state is as big as the weights."""
+    optimizer = tf.compat.v1.train.MomentumOptimizer(LEARNING_RATE, MOMENTUM)
+    return pipelining_ops.OptimizerFunctionOutput(optimizer, loss)
+
+
+# The cell the learner edits (tagged ``code-exercise`` in notebook 09): the reference
+# pipeline.  ``print(code_exercises.STARTING_CODE)`` gives it back, to start again.
+STARTING_CODE = '''\
+# Your turn: fit IPU 0 in 2.5 MB, in code. The options, in Graphcore's SDK:
+#   recomputation: config.allow_recompute = True (before configure_ipu_system), and in the
+#       pipeline recomputation_mode=ipu.pipelining_ops.RecomputationMode.RecomputeThenBackpropagate
+#   the optimizer's state in streaming memory: offload_weight_update_variables=True
+#   the kept activations in streaming memory: offload_activations=True
+#   float16 gradient accumulators: gradient_accumulation_dtype=tf.float16
+#  [ ] choose the options that bring IPU 0's peak memory to 2.5 MB or less
+#  [ ] ... with the shortest pass: no option that only costs time
+def configure_ipus():
+    config = ipu.config.IPUConfig()
+    config.auto_select_ipus = 2
+    config.configure_ipu_system()
+
+
+def pipelined_model(infeed, outfeed):
+    return ipu.pipelining_ops.pipeline(
+        [stage1, stage2], gradient_accumulation_count=16, repeat_count=2,
+        infeed_queue=infeed, outfeed_queue=outfeed,
+        optimizer_function=optimizer_function, outfeed_loss=True)'''
+
+
+def solution_configure_ipus():
+    """The reference configuration, unchanged."""
+    devices = config.IPUConfig()
+    devices.auto_select_ipus = 2
+    devices.configure_ipu_system()
+
+
+def solution_pipelined_model(infeed, outfeed):
+    """The reference pipeline with the optimizer's state offloaded and float16 accumulators:
+    the two options that shrink the biggest terms and cost (almost) no time."""
+    return pipelining_ops.pipeline(
+        [stage1, stage2], gradient_accumulation_count=GRADIENT_ACCUMULATION_COUNT,
+        repeat_count=REPEAT_COUNT, infeed_queue=infeed, outfeed_queue=outfeed,
+        optimizer_function=optimizer_function, outfeed_loss=True,
+        offload_weight_update_variables=True, gradient_accumulation_dtype=tf.float16)
+
+
+SOLUTION = (solution_configure_ipus, solution_pipelined_model)
+
+
+def run_program(configure_ipus, pipelined_model) -> Tuple[record.EngineRun, np.ndarray]:
+    """Configure with ``configure_ipus()``, build ``pipelined_model(infeed, outfeed)`` on the
+    MNIST sample, run it ``RUNS`` times; return the last engine run's record and the losses.
+    An error in the learner's code raises ``LearnerCodeFailed``; the IPU system the learner
+    configured before is configured again afterwards."""
+    graph = tf.Graph()
+    try:
+        with ipu_backend.configuration_kept(), graph.as_default():
+            config.reset_ipu_configuration()
+            configure_ipus()
+            tf.compat.v1.set_random_seed(1)
+            (images, labels), _ = sample_digits()
+            count = BATCH_SIZE * GRADIENT_ACCUMULATION_COUNT * REPEAT_COUNT
+            dataset = tf.data.Dataset.from_tensor_slices(
+                ((images[:count].reshape(-1, 784) / 255).astype(np.float32),
+                 labels[:count].astype(np.int32)))
+            infeed = ipu_infeed_queue.IPUInfeedQueue(
+                dataset.repeat().batch(BATCH_SIZE, drop_remainder=True))
+            outfeed = ipu_outfeed_queue.IPUOutfeedQueue()
+            with scopes.ipu_scope("/device:IPU:0"):
+                train = ipu_compiler.compile(lambda: pipelined_model(infeed, outfeed))
+            dequeue = outfeed.dequeue()
+            losses = []
+            with tf.compat.v1.Session(graph=graph) as session:
+                session.run(tf.compat.v1.global_variables_initializer())
+                session.run(infeed.initializer)
+                with record.capture() as runs:
+                    for _ in range(RUNS):
+                        session.run(train)
+                        losses.append(np.asarray(session.run(dequeue), dtype=np.float64))
+    except Exception as error:  # pylint: disable=broad-except  (the learner's code: a hint)
+        raise LearnerCodeFailed(learner_error(error, SDK_HINTS)) from error
+    return runs.runs[-1], np.concatenate([np.ravel(loss) for loss in losses])
+
+
+def options_of(run: record.EngineRun) -> Dict:
+    """The memory options the run really used, as the record names them."""
+    settings = run.pipeline
+    return {name: getattr(settings, name) for name in MEMORY_OPTIONS}
+
+
+def priced(stages, options: Dict) -> Tuple[float, float]:
+    """IPU 0's peak memory (MB) and one pass's simulated time (s), ``options`` on ``stages``."""
+    timeline = simulate_pipeline(stages, "grouped", GRADIENT_ACCUMULATION_COUNT,
+                                 repeat_count=REPEAT_COUNT, target=TARGET,
+                                 batch_size=BATCH_SIZE, synthetic_data=True, **options)
+    return timeline.metrics.peak_memory_bytes[0] / 1e6, one_pass(timeline).metrics.makespan
+
+
+def fastest_fitting(stages) -> Dict:
+    """The options that fit IPU 0 in the budget with the shortest pass (the fewest options
+    on a tie)."""
+    fitting = []
+    for values in itertools.product(*MEMORY_OPTIONS.values()):
+        choice = dict(zip(MEMORY_OPTIONS, values))
+        peak, seconds = priced(stages, choice)
+        if peak <= BUDGET_MB:
+            fitting.append((seconds, sum(v != MEMORY_OPTIONS[k][0] for k, v in choice.items()),
+                            choice))
+    return min(fitting, key=lambda f: f[:2])[2]
+
+
+def _switched_on(options: Dict):
+    return [name for name, value in options.items() if value != MEMORY_OPTIONS[name][0]]
+
+
+def _described(options: Dict) -> str:
+    names = [SDK_WORDS[name] for name in _switched_on(options)]
+    return ", ".join(names) if names else "no memory option"
+
+
+# Code that asks for recomputation: the system option switched on, or a pipeline mode given.
+_ASKS_FOR_RECOMPUTATION = re.compile(r"allow_recompute\s*=\s*True|recomputation_mode\s*=")
+
+
+def _asks_for_recomputation(*functions) -> bool:
+    """Whether the learner's code asks for recomputation (their cells' source, without
+    comments, where Python can find it)."""
+    for function in functions:
+        try:
+            source = inspect.getsource(function)
+        except (OSError, TypeError):
+            continue
+        code = "\n".join(line.split("#")[0] for line in source.splitlines())
+        if _ASKS_FOR_RECOMPUTATION.search(code):
+            return True
+    return False
+
+
+@code_exercise("09.fit-in-memory", solution=SOLUTION)
+def check_fits_in_memory(configure_ipus, pipelined_model=None):
+    """``configure_ipus()`` and ``pipelined_model(infeed, outfeed)``: IPU 0 within the budget,
+    with the shortest pass."""
+    if isinstance(configure_ipus, tuple):  # the solution, in solutions mode
+        configure_ipus, pipelined_model = configure_ipus
+    if not (callable(configure_ipus) and callable(pipelined_model)):
+        return not_yet("pass both functions, each without calling it: "
+                       "check_fits_in_memory(configure_ipus, pipelined_model).")
+    run, losses = run_program(configure_ipus, pipelined_model)
+    if run.pipeline is None:
+        return not_yet("your program ran no pipeline: pipelined_model must return what "
+                       "ipu.pipelining_ops.pipeline(...) returns.")
+    options = options_of(run)
+    peak, seconds = priced(run.stages, options)
+    reference_peak, reference_seconds = priced(run.stages, {})
+    measured = (f"your pipeline ran with {_described(options)}: IPU 0 peaks at {peak:.2f} MB "
+                f"(reference {reference_peak:.2f} MB), one pass takes {seconds * 1e6:.0f} µs "
+                f"(reference {reference_seconds * 1e6:.0f} µs)")
+    if not options["recompute"] and _asks_for_recomputation(configure_ipus, pipelined_model):
+        return not_yet(f"{measured}. Your code asks for recomputation, but nothing was "
+                       f"recomputed: the pipeline recomputes only when the system was "
+                       f"configured with config.allow_recompute = True, set before "
+                       f"config.configure_ipu_system().")
+    if not np.isfinite(losses).all() or not losses.size:
+        return not_yet(f"{measured}, but the outfeed returned no finite loss: keep "
+                       f"outfeed_loss=True and the notebook's optimizer_function.")
+    if peak > BUDGET_MB:
+        if not _switched_on(options):
+            return not_yet(f"{measured}: over the {BUDGET_MB} MB budget. Which terms make up "
+                           f"IPU 0's memory (the sum printed under the reference run's "
+                           f"trace), and which option shrinks each?")
+        if len(_switched_on(options)) == 1:
+            return not_yet(f"{measured}: over the {BUDGET_MB} MB budget. No single option "
+                           f"saves enough: their savings add up when they shrink different "
+                           f"terms (the accumulators, the optimizer's state, the kept "
+                           f"activations).")
+        return not_yet(f"{measured}: over the {BUDGET_MB} MB budget. Which term of IPU 0's "
+                       f"memory do your options not touch yet? The activations are the "
+                       f"smallest.")
+    best = fastest_fitting(run.stages)
+    _, best_seconds = priced(run.stages, best)
+    if seconds > best_seconds * 1.005:
+        return not_yet(f"{measured}: it fits, but an option you chose costs time without "
+                       f"being needed for the budget. Which can you drop and still fit?")
+    return right(f"{measured}: it fits, with the shortest pass. Float16 accumulators halve "
+                 f"the accumulators at no cost in time (their price is precision); the "
+                 f"offloaded optimizer state stays off the chip for most of the pass, for two "
+                 f"stream copies per weight update. Recomputation and offloaded activations "
+                 f"shrink only the activations, a small term here, and add time.")
+
+
+__all__ = ["check_fits_in_memory", "SOLUTION", "run_program", "STARTING_CODE", "stage1",
+           "stage2", "optimizer_function", "BUDGET_MB"]

@@ -1,0 +1,148 @@
+"""Notebook 09's code exercise: the solution passes, and each realistic wrong choice of memory
+options gets its own hint, drawn from the options the run really used (in process)."""
+import json
+
+import pytest
+import tensorflow as tf
+
+from ipu_emulator import ipu
+from ipu_emulator.code_exercises import nb09_memory as code_exercises
+from ipu_emulator.exercises import SOLUTIONS_VARIABLE, SolutionFailed
+from tests.support.child_python import ROOT
+from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixture)
+    assert_asks_for_code, assert_own_hint, outside_solutions_mode)
+from tests.support.ipu_systems import configure_ipus
+
+RECOMPUTE = ipu.pipelining_ops.RecomputationMode.RecomputeThenBackpropagate
+
+
+def configure_plainly():
+    config = ipu.config.IPUConfig()
+    config.auto_select_ipus = 2
+    config.configure_ipu_system()
+
+
+def configure_for_recomputation():
+    config = ipu.config.IPUConfig()
+    config.auto_select_ipus = 2
+    config.allow_recompute = True
+    config.configure_ipu_system()
+
+
+def pipeline(**options):
+    def pipelined_model(infeed, outfeed):
+        return ipu.pipelining_ops.pipeline(
+            [code_exercises.stage1, code_exercises.stage2], gradient_accumulation_count=16,
+            repeat_count=2, infeed_queue=infeed, outfeed_queue=outfeed,
+            optimizer_function=code_exercises.optimizer_function, outfeed_loss=True,
+            **options)
+    return pipelined_model
+
+
+def mode_without_permission(infeed, outfeed):
+    """The recomputation mode given, the system never told to allow it."""
+    return ipu.pipelining_ops.pipeline(
+        [code_exercises.stage1, code_exercises.stage2], gradient_accumulation_count=16,
+        repeat_count=2, infeed_queue=infeed, outfeed_queue=outfeed,
+        optimizer_function=code_exercises.optimizer_function, outfeed_loss=True,
+        recomputation_mode=RECOMPUTE, offload_weight_update_variables=True,
+        gradient_accumulation_dtype=tf.float16)
+
+
+def starting_code():
+    namespace = {"tf": tf.compat.v1, "ipu": ipu, "stage1": code_exercises.stage1,
+                 "stage2": code_exercises.stage2,
+                 "optimizer_function": code_exercises.optimizer_function}
+    exec(code_exercises.STARTING_CODE, namespace)  # pylint: disable=exec-used
+    return namespace["configure_ipus"], namespace["pipelined_model"]
+
+
+def offload_in_the_config():
+    config = ipu.config.IPUConfig()
+    config.auto_select_ipus = 2
+    config.offload_weight_update_variables = True
+    config.configure_ipu_system()
+
+
+WRONG_ATTEMPTS = {
+    "the reference, unchanged": (starting_code, "which option shrinks each?"),
+    "float16 accumulators alone": (
+        lambda: (configure_plainly, pipeline(gradient_accumulation_dtype=tf.float16)),
+        "No single option saves enough"),
+    "recomputation and offloading, accumulators left": (
+        lambda: (configure_for_recomputation,
+                 pipeline(recomputation_mode=RECOMPUTE, offload_weight_update_variables=True)),
+        "do your options not touch yet?"),
+    "every option at once": (
+        lambda: (configure_for_recomputation,
+                 pipeline(recomputation_mode=RECOMPUTE, offload_weight_update_variables=True,
+                          offload_activations=True, gradient_accumulation_dtype=tf.float16)),
+        "costs time without being needed"),
+    "a recomputation mode the system does not allow": (
+        lambda: (configure_plainly, mode_without_permission),
+        "Your code asks for recomputation, but nothing was recomputed"),
+    "offloading set on the IPU configuration": (
+        lambda: (offload_in_the_config, pipeline()),
+        "ValueError: 'offload_weight_update_variables' is not a valid attribute of this "
+        "config"),
+}
+
+
+def test_the_solution_passes_and_says_what_ran():
+    feedback = code_exercises.check_fits_in_memory(*code_exercises.SOLUTION)
+    assert feedback.ok, feedback.text
+    assert ("offload_weight_update_variables=True, gradient_accumulation_dtype=tf.float16: "
+            "IPU 0 peaks at 2.4") in feedback.text
+
+
+@pytest.mark.parametrize("attempt", WRONG_ATTEMPTS)
+def test_each_wrong_attempt_gets_its_own_hint(attempt):
+    make, _ = WRONG_ATTEMPTS[attempt]
+    assert_own_hint(code_exercises.check_fits_in_memory(*make()), attempt, WRONG_ATTEMPTS)
+
+
+def test_recomputation_really_ran_when_the_system_allowed_it():
+    run, losses = code_exercises.run_program(configure_for_recomputation,
+                                             pipeline(recomputation_mode=RECOMPUTE))
+    assert run.pipeline.recompute and losses.size == 2 * 2 * 16
+    run, _ = code_exercises.run_program(configure_plainly, mode_without_permission)
+    assert not run.pipeline.recompute and run.pipeline.offload_weights
+    assert run.pipeline.accumulation_dtype_bytes == 2
+
+
+def test_an_untouched_or_misused_cell_asks_for_code():
+    assert_asks_for_code(code_exercises.check_fits_in_memory)
+
+
+def test_in_solutions_mode_the_check_runs_the_solution(monkeypatch):
+    monkeypatch.setenv(SOLUTIONS_VARIABLE, "1")
+    assert code_exercises.check_fits_in_memory(*starting_code()).ok
+    monkeypatch.setattr(code_exercises, "BUDGET_MB", 2.0)  # nothing fits: the solution fails
+    with pytest.raises(SolutionFailed):
+        code_exercises.check_fits_in_memory()
+
+
+def test_the_starting_code_is_the_notebooks_exercise_cell():
+    notebook = json.loads((ROOT / "notebooks" / "09_further_considerations.ipynb").read_text())
+    [cell] = [c for c in notebook["cells"] if "code-exercise" in c["metadata"].get("tags", [])]
+    assert "".join(cell["source"]) == code_exercises.STARTING_CODE  # what a reset restores
+
+
+def test_the_solution_shown_in_the_notebook_passes():
+    notebook = json.loads((ROOT / "notebooks" / "09_further_considerations.ipynb").read_text())
+    cells = notebook["cells"]
+    [index] = [k for k, c in enumerate(cells) if "code-exercise" in c["metadata"].get("tags", [])]
+    shown = "".join(cells[index + 2]["source"])
+    namespace = {"tf": tf.compat.v1, "ipu": ipu, "stage1": code_exercises.stage1,
+                 "stage2": code_exercises.stage2,
+                 "optimizer_function": code_exercises.optimizer_function}
+    exec(shown.split("```python\n")[1].split("```")[0], namespace)  # pylint: disable=exec-used
+    assert code_exercises.check_fits_in_memory(namespace["configure_ipus"],
+                                               namespace["pipelined_model"]).ok
+
+
+def test_the_learners_own_ipu_configuration_is_kept():
+    from ipu_emulator.runtime import configured_system
+    configure_ipus(4)
+    code_exercises.check_fits_in_memory(*code_exercises.SOLUTION)
+    assert [d.num_ipus for d in configured_system.current().devices] == [4]
