@@ -1,7 +1,7 @@
 """Exercises with automatic feedback, for the notebooks: plain functions, no grading server.
 
 Each notebook's exercises live in a module of this package (``nb00_playground``,
-``nb02_loops``, ...).  A "your turn" cell leaves ``...`` where the learner's answer goes and
+``nb07_pipelining``, ...).  A "your turn" cell leaves ``...`` where the learner's answer goes and
 calls a check::
 
     from ipu_emulator.exercises import nb00_playground as exercises
