@@ -162,6 +162,10 @@ class EngineRun:
     # ``TF_POPLAR_FLAGS=--use_synthetic_data`` was set: the simulator leaves the data's host
     # transfers out (the bytes above stay what the program really moves).
     synthetic_data: bool = False
+    # Elements this run enqueued to its busiest outfeed, where the emulator counts them (a TF2
+    # function run by ``IPUStrategy``; None elsewhere).  ``iterations`` when every step sends
+    # its result; fewer when the program sends once per run, after its loop.
+    outfeed_enqueues: Optional[int] = None
 
 
 @dataclass

@@ -258,7 +258,7 @@ def execute(info, fn, args=(), kwargs=None, iterations=None, infeed_bytes=None,
     if info.input_bytes is None:
         info.input_bytes, info.output_bytes = value_bytes((args, kwargs)), value_bytes(result)
     # A program without feeds skips the feed bookkeeping: it runs once per call, per step.
-    moved, fed_in, fed_out = _feed_traffic(info.feeds) if info.feeds else (1, 0, 0)
+    moved, fed_in, fed_out, sent = _feed_traffic(info.feeds) if info.feeds else (1, 0, 0, 0)
     run = record.EngineRun(
         program=info.name,
         iterations=moved if iterations is None else iterations,
@@ -270,6 +270,8 @@ def execute(info, fn, args=(), kwargs=None, iterations=None, infeed_bytes=None,
         host_seconds=host_seconds,
         first_run=info.runs == 0,
         synthetic_data="--use_synthetic_data" in os.environ.get("TF_POPLAR_FLAGS", ""),
+        # Keras (the caller that knows its iterations) feeds itself: its outfeed is not counted.
+        outfeed_enqueues=sent if iterations is None else None,
         **(stage_fields() if stage_fields is not None else {}),
     )
     record.add_engine_run(run)
@@ -278,8 +280,9 @@ def execute(info, fn, args=(), kwargs=None, iterations=None, infeed_bytes=None,
 
 
 def _feed_traffic(feeds):
-    """Since the last recorded run: the most elements any feed moved (1 if none moved), and
-    the bytes per element of the infeeds and of the outfeeds that moved any."""
+    """Since the last recorded run: the most elements any feed moved (1 if none moved), the
+    bytes per element of the infeeds and of the outfeeds that moved any, and the most elements
+    any outfeed received (0 if none did)."""
     used = []
     for feed in feeds:
         # ``last_seen`` is where the feed stood after the last recorded run (reading it
@@ -291,4 +294,5 @@ def _feed_traffic(feeds):
         feed.last_seen = now
     return (max((count for _, count in used), default=1),
             sum(f.element_bytes() for f, _ in used if f.direction == "in"),
-            sum(f.element_bytes() for f, _ in used if f.direction == "out"))
+            sum(f.element_bytes() for f, _ in used if f.direction == "out"),
+            max((count for f, count in used if f.direction == "out"), default=0))

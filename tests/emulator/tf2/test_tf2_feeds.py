@@ -236,3 +236,35 @@ def test_running_past_the_end_of_an_infeed_queue_raises_the_sdks_error():
         with pytest.raises(tf.errors.OutOfRangeError) as caught:
             strategy.run(total)
     assert caught.value.message == INFEED_OUT_OF_RANGE
+
+
+def test_each_run_records_how_many_elements_its_outfeed_received():
+    """``EngineRun.outfeed_enqueues``: the busiest outfeed's elements in that run, whether every
+    step enqueues, only the end of the loop, or nothing does."""
+    strategy = ipu_strategy.IPUStrategy()
+    data = tf.data.Dataset.from_tensor_slices(np.arange(80, dtype=np.float32).reshape(40, 2))
+    data = data.batch(2, drop_remainder=True).repeat()
+    every_step, at_the_end = IPUOutfeedQueue(), IPUOutfeedQueue()
+
+    def looped(send_each_step, send_at_the_end):
+        @tf.function
+        def program(iterator, steps):
+            total = tf.constant(0.0)
+            for _ in tf.range(steps):
+                total = tf.reduce_sum(next(iterator))
+                if send_each_step:
+                    every_step.enqueue(total)
+            if send_at_the_end:
+                at_the_end.enqueue(total)
+            return total
+        return program
+
+    with strategy.scope():
+        iterator = iter(data)
+        with record.capture() as runs:
+            for program, steps in [(looped(True, True), 4), (looped(False, True), 3),
+                                   (looped(False, False), 5)]:
+                strategy.run(program, args=(iterator, steps))
+    assert [(run.iterations, run.outfeed_enqueues) for run in runs.runs] == [(4, 4), (3, 1),
+                                                                             (5, 0)]
+    assert every_step.dequeue().shape == (4,) and at_the_end.dequeue().shape == (2,)
