@@ -55,8 +55,9 @@ SDK_HINTS = {
                                         "function with @tf.function(jit_compile=True).",
     "can only be enqueued once": "a program enqueues to an outfeed in one place: one enqueue, "
                                  "inside the loop, runs every step (task c).",
-    "has not been enqueued": "dequeue after the runs, from the outfeed that the function run "
-                             "by strategy.run enqueues to (task d).",
+    "has not been enqueued": "nothing was ever enqueued to the outfeed you dequeued: enqueue "
+                             "each step's loss to it inside the tf.range loop (task c), then "
+                             "dequeue it after the runs (task d).",
     # Keras
     "not fully defined": "an IPU program is compiled for one batch shape, and `batch(32)` "
                          f"leaves a smaller last batch ({KERAS_IMAGES:,} images are "

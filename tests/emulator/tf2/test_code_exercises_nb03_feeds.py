@@ -154,6 +154,10 @@ OUTFEED_ATTEMPTS = {
                                             "the outfeed received one loss per run, not one "
                                             "per step"),
     "the outfeed never dequeued": (looped(dequeue="never"), "train returned none of them"),
+    "the outfeed dequeued but never enqueued": (
+        looped(send="never", dequeue="once"),
+        "ValueError: Trying to dequeue an outfeed which has not been enqueued. Hint: nothing "
+        "was ever enqueued to the outfeed you dequeued"),
     "a dequeue after every run": (looped(dequeue="each run"),
                                   "but train returned 10. Each dequeue empties the outfeed"),
     "next() on the infeed in host code": (
