@@ -167,6 +167,19 @@ class EngineRun:
     # its result; fewer when the program sends once per run, after its loop.
     outfeed_enqueues: Optional[int] = None
 
+    @property
+    def weight_updates(self) -> int:
+        """How many times this run changed the weights: a training pipeline once per pass;
+        any other step with weight-update work (an optimizer's apply ops) once per
+        ``gradient_accumulation_count`` iterations, as the simulator draws it; 0 when the
+        step changes no weights (inference, or gradients only added up)."""
+        if self.pipeline is not None:
+            return self.pipeline.repeat_count if self.pipeline.training else 0
+        work = (self.step_cost,) + tuple(self.stages)  # a sharded step: its shards' costs
+        if not any(getattr(cost, "weight_update_flops", 0.0) > 0 for cost in work):
+            return 0
+        return self.iterations // max(1, self.gradient_accumulation_count)
+
 
 @dataclass
 class ProgramRecord:

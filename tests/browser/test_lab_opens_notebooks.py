@@ -139,7 +139,7 @@ fig.tight_layout()
 plt.show()""",
     """\
 from ipu_emulator.exercises import nb04_replication as exercises
-exercises.check_replication_factor(3)""",
+exercises.check_all_reduce_bytes(3)""",
 ]
 
 

@@ -10,6 +10,7 @@ from collections import Counter
 
 import pytest
 
+from ipu_emulator import record
 from ipu_emulator.record import ComputeCost, EngineRun
 from ipu_emulator.sim import builtin_models, cost_model
 from ipu_emulator.sim.recorded_runs import simulate_run, simulate_runs
@@ -53,6 +54,7 @@ def test_an_engine_run_updates_the_weights_once_per_k_steps(steps, k, replicas):
                     num_ipus=replicas, all_reduce_bytes=100_000 if replicas > 1 else 0)
     timeline = simulate_engine_runs([run])
     n = counts(timeline)
+    assert run.weight_updates == steps // k   # the record's count, as the trace draws it
     for ipu in range(replicas):
         assert (n["forward", ipu], n["backward", ipu]) == (steps, steps)
         assert n["weight_update", ipu] == steps // k
@@ -94,8 +96,10 @@ def sharded_run(steps, k, shards):
 @pytest.mark.parametrize("steps, k", SHAPES)
 @pytest.mark.parametrize("shards", [2, 4])
 def test_a_sharded_run_updates_each_shard_once_per_k_steps(steps, k, shards):
-    timeline = simulate_run(sharded_run(steps, k, shards), synthetic_data=True)
+    run = sharded_run(steps, k, shards)
+    timeline = simulate_run(run, synthetic_data=True)
     n = counts(timeline)
+    assert run.weight_updates == steps // k
     for ipu in range(shards):
         assert (n["forward", ipu], n["backward", ipu]) == (steps, steps)
         assert n["weight_update", ipu] == steps // k
@@ -123,3 +127,26 @@ def test_sharded_runs_in_a_record_keep_their_own_accumulation_counts():
                      if e.kind == "weight_update" and e.ipu == 0)
     assert by_run == {0: 8 // 4, 1: 6 // 1, 2: 6 // 3}
     assert joined.metrics.iterations == 8 + 6 + 6
+
+
+# --- the record's count (record.EngineRun.weight_updates) -----------------------------------
+
+
+def test_a_run_without_weight_update_work_counts_no_updates():
+    """Inference, or a step that only adds its gradients up (accumulated by hand, applied by
+    another program): no optimizer apply, so no weight update, whatever the count."""
+    forward_and_backward = ComputeCost(forward_flops=2e9, backward_flops=4e9)
+    assert EngineRun("accumulate", 16, forward_and_backward).weight_updates == 0
+    assert EngineRun("apply", 1, ComputeCost(weight_update_flops=1e7)).weight_updates == 1
+
+
+def test_a_training_pipeline_updates_once_per_pass():
+    settings = record.PipelineSettings("grouped", gradient_accumulation_count=8,
+                                       repeat_count=3, device_mapping=(0, 1))
+    stages = tuple(cost_model.stage_costs(MLP, ("dense64",), 32))
+    training = EngineRun("pipeline", 24, ComputeCost(), stages=stages, pipeline=settings)
+    assert training.weight_updates == 3
+    inference = EngineRun("pipeline", 24, ComputeCost(), stages=stages,
+                          pipeline=record.PipelineSettings(
+                              "grouped", 8, 3, (0, 1), training=False))
+    assert inference.weight_updates == 0

@@ -1,0 +1,239 @@
+"""Notebook 04's code exercise: replicate a one-IPU training program (tutorial 4).
+
+The learner starts from a one-IPU program in the tutorial's order (an infeed and an outfeed
+with names, the training step as the body of ``ipu.loops.repeat``, the loop compiled, the IPU
+system configured last, one ``sess.run``) and replicates it the tutorial's way: a device of
+two IPUs, so that each IPU runs a replica; the number of replicas given to both queues with
+their ``replication_factor`` argument (the tutorial's SDK, 2.0 and earlier, needs it); and the
+optimizer wrapped in ``ipu.optimizers.CrossReplicaOptimizer``, so that every replica applies
+the mean of all the replicas' gradients.
+
+``check_replicated_training`` calls their ``train(images, labels, steps)`` in a fresh graph,
+with no IPU system configured (their code configures it), and reads the record of what ran:
+the replicas, the device's IPUs, whether an all-reduce of the gradients ran and of how many
+bytes, the engine runs and their iterations, and what each replica took from the infeed.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import tensorflow as tf
+
+from ipu_emulator import record
+from ipu_emulator.code_exercises import (LearnerCodeFailed, code_exercise, learner_error,
+                                         sample_digits)
+from ipu_emulator.exercises import not_yet, right
+from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue, loops,
+                              optimizers, scopes)
+from ipu_emulator.runtime import ipu_backend, programs, replication
+
+BATCH_SIZE = 32
+STEPS = 10          # steps the check asks train for: each replica makes them all
+REPLICAS = 2        # the device of the tutorial's tasks: 2 IPUs, one replica on each
+IMAGES = 2 * STEPS * BATCH_SIZE
+# Hints for the SDK's errors a replicating attempt can meet, by words of their messages (the
+# queues' replication mismatch is told apart by its numbers: ``_replication_mismatch_hint``).
+SDK_HINTS = {
+    "could not find an IPU device with": "multi-IPU devices come in powers of two (2, 4, 8, "
+                                         "16): auto_select_ipus = 2 gives two replicas of this "
+                                         "one-IPU program.",
+    "has no attribute": "the names are ipu.optimizers.CrossReplicaOptimizer(optimizer) and "
+                        "config.auto_select_ipus; the queues take replication_factor=2.",
+    "unexpected keyword argument": "both queues take the count as `replication_factor=2`, "
+                                   "next to their feed_name.",
+}
+_MISMATCH = re.compile(r"created with replication_factor (\d+), however the (IPU\w+Queue) has "
+                       r"been configured with replication_factor (\d+)")
+
+
+# The cell the learner edits (tagged ``code-exercise`` in notebook 04): a one-IPU program in the
+# tutorial's order, with the tutorial's tasks.  ``print(code_exercises.STARTING_CODE)`` gives it
+# back, to start again.
+STARTING_CODE = '''\
+# Your turn: replicate this one-IPU program on two IPUs (the tutorial's replicated graphs)
+#  [ ] a) configure a device of 2 IPUs: each IPU runs a replica of the program
+#  [ ] b) tell both queues the number of replicas: replication_factor=2 (the tutorial's SDK needs it)
+#  [ ] c) wrap the optimizer in ipu.optimizers.CrossReplicaOptimizer, so that all the replicas
+#         apply the same update: the mean of their gradients
+def train(images, labels, steps):
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels)).repeat()
+    infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(
+        dataset.batch(32, drop_remainder=True), feed_name="training_infeed")
+    outfeed = ipu.ipu_outfeed_queue.IPUOutfeedQueue(feed_name="loss_outfeed")
+
+    def training_step(images, labels):
+        logits = tf.keras.layers.Dense(10)(tf.keras.layers.Flatten()(images))
+        loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+        optimizer = tf.train.GradientDescentOptimizer(0.05)
+        return outfeed.enqueue(loss), optimizer.minimize(loss)
+
+    with ipu.scopes.ipu_scope("/device:IPU:0"):
+        train_on_ipu = ipu.ipu_compiler.compile(
+            lambda: ipu.loops.repeat(steps, training_step, infeed_queue=infeed))
+    read_losses = outfeed.dequeue()
+
+    config = ipu.config.IPUConfig()          # configured last, as in the tutorial
+    config.auto_select_ipus = 1
+    config.configure_ipu_system()
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        sess.run(infeed.initializer)
+        sess.run(train_on_ipu)               # all the steps: one engine run
+        return sess.run(read_losses)         # one loss per step (and per replica)'''
+
+
+def solution(images, labels, steps):
+    """The tutorial's replicated program: two IPUs, the feeds told, gradients all-reduced."""
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels)).repeat()
+    infeed = ipu_infeed_queue.IPUInfeedQueue(
+        dataset.batch(BATCH_SIZE, drop_remainder=True), feed_name="training_infeed",
+        replication_factor=REPLICAS)
+    outfeed = ipu_outfeed_queue.IPUOutfeedQueue(feed_name="loss_outfeed",
+                                                replication_factor=REPLICAS)
+
+    def training_step(images, labels):
+        logits = tf.keras.layers.Dense(10)(tf.keras.layers.Flatten()(images))
+        loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+        optimizer = optimizers.CrossReplicaOptimizer(
+            tf.compat.v1.train.GradientDescentOptimizer(0.05))
+        return outfeed.enqueue(loss), optimizer.minimize(loss)
+
+    with scopes.ipu_scope("/device:IPU:0"):
+        train_on_ipu = ipu_compiler.compile(
+            lambda: loops.repeat(steps, training_step, infeed_queue=infeed))
+    read_losses = outfeed.dequeue()
+
+    device = config.IPUConfig()
+    device.auto_select_ipus = REPLICAS
+    device.configure_ipu_system()
+    with tf.compat.v1.Session() as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        sess.run(infeed.initializer)
+        sess.run(train_on_ipu)
+        return sess.run(read_losses)
+
+
+class _Ran:
+    """What the learner's ``train`` did: its engine runs, and whether the queues of the
+    programs it built were told the replicas with ``replication_factor``."""
+
+    def __init__(self, runs: record.ProgramRecord, queues_told: bool):
+        self.runs = runs
+        self.queues_told = queues_told
+
+
+def run_training(train) -> _Ran:
+    """Call ``train(images, labels, STEPS)`` in a fresh graph with no IPU system configured, as
+    a fresh script would start, on a small sample of MNIST; return what ran.  An error in the
+    learner's code raises ``LearnerCodeFailed``.  The IPU system the learner configured in
+    the notebook, if any, is configured again afterwards."""
+    graph = tf.Graph()
+    try:
+        with ipu_backend.configuration_kept(), graph.as_default():
+            config.reset_ipu_configuration()  # the learner's code configures the device
+            tf.compat.v1.set_random_seed(0)
+            (images, labels), _ = sample_digits()
+            images = (images[:IMAGES] / 255).astype(np.float32)
+            labels = labels[:IMAGES].astype(np.int32)
+            with record.capture() as runs:
+                train(images, labels, STEPS)
+    except Exception as error:  # pylint: disable=broad-except  (the learner's code: a hint)
+        hint = _replication_mismatch_hint(getattr(error, "message", None) or str(error))
+        hints = {"": hint} if hint else SDK_HINTS
+        raise LearnerCodeFailed(learner_error(error, hints)) from error
+    replicas = runs.runs[-1].replicas if runs.runs else 1
+    return _Ran(runs, _queues_told(graph, replicas))
+
+
+def _queues_told(graph, replicas: int) -> bool:
+    """Whether every queue of some program in ``graph`` says ``replication_factor=replicas``
+    (SDK 2.1 and later read the count from the device and ignore the argument)."""
+    registry = programs.existing_registry(graph)
+    for program in (registry.program_by_fetch.values() if registry is not None else ()):
+        queues = list(program.infeeds) + list(program.outfeeds)
+        if queues and all(replication.declared_replication_factor(queue) == replicas
+                          for queue in queues):
+            return True
+    return False
+
+
+def _replication_mismatch_hint(message: str):
+    """The hint for the SDK's error when a queue's ``replication_factor`` is not the number of
+    replicas the device gives the program: which of the three mistakes it was, read from the
+    numbers in the message."""
+    found = _MISMATCH.search(message)
+    if found is None:
+        return None
+    program, queue, declared = int(found.group(1)), found.group(2), int(found.group(3))
+    if program == 1:
+        return (f"the {queue} was told {declared} replicas, but the device has one IPU, so the "
+                f"program runs as a single replica. Task a: config.auto_select_ipus = "
+                f"{declared}.")
+    if declared == 1:
+        return (f"the device of {program} IPUs runs {program} replicas, and the {queue} was "
+                f"not told: in the tutorial's SDK each queue needs the count. Task b: "
+                f"replication_factor={program} when you create the {queue}.")
+    return (f"the {queue} was told {declared} replicas, but the device makes {program}: one "
+            f"replica per IPU, as the program uses one IPU. The queues' replication_factor "
+            f"and the device's auto_select_ipus must be the same number.")
+
+
+def _runs(count: int) -> str:
+    return "one engine run" if count == 1 else f"{count} engine runs"
+
+
+@code_exercise("04.replicate", solution=solution)
+def check_replicated_training(train):
+    """``train(images, labels, steps)``: replicated on two IPUs the tutorial's way."""
+    if not callable(train):
+        return not_yet("pass the function itself, without calling it: "
+                       "check_replicated_training(train).")
+    ran = run_training(train)
+    runs = ran.runs
+    if runs.engine_runs == 0:
+        return not_yet("your train function ran no IPU program: keep the sess.run of the "
+                       "compiled loop inside the session.")
+    run = runs.runs[-1]
+    if run.replicas == 1:
+        return not_yet(f"your program ran as one replica on a device of {run.num_ipus} IPU"
+                       f"{'s' if run.num_ipus != 1 else ''}: every step trained one model on "
+                       f"one mini-batch. Task a: set config.auto_select_ipus = 2, and the "
+                       f"one-IPU program runs as two replicas, one per IPU.")
+    if runs.engine_runs > 1:
+        counts = ", ".join(str(r.iterations) for r in runs.runs)
+        return not_yet(f"your program made {_runs(runs.engine_runs)} (of {counts} steps): keep "
+                       f"the whole loop in one sess.run of the compiled program, as the "
+                       f"starting code did.")
+    if run.iterations != STEPS:
+        return not_yet(f"your program made one engine run of {run.iterations} steps, but the "
+                       f"check asked train for {STEPS}: repeat's count is train's `steps` "
+                       f"argument.")
+    gradient_bytes = run.step_cost.gradients_held()
+    if run.all_reduce_bytes == 0:
+        return not_yet(f"your {run.replicas} replicas each trained on mini-batches of their own, "
+                       f"but no all-reduce ran: each replica applied its own gradients, so "
+                       f"after the first step their weights drifted apart, {run.replicas} "
+                       f"different models instead of one. Task c: wrap the optimizer, "
+                       f"ipu.optimizers.CrossReplicaOptimizer(tf.train.GradientDescentOptimizer"
+                       f"(0.05)).")
+    if run.all_reduce_bytes < gradient_bytes:
+        return not_yet(f"an all-reduce ran, but of {run.all_reduce_bytes:,} bytes per step: "
+                       f"the model's gradients are {gradient_bytes:,} bytes, so the replicas "
+                       f"still applied updates of their own and drifted apart. Wrap the "
+                       f"optimizer itself in ipu.optimizers.CrossReplicaOptimizer (task c).")
+    taken = run.replicas * run.iterations
+    told = ("" if ran.queues_told else
+            " (your queues were not told replication_factor: from SDK 2.1 the SDK reads it "
+            "from the device and ignores the argument, but the tutorial's SDK needs it on "
+            "both queues)")
+    return right(f"your program ran as {run.replicas} replicas on a device of {run.num_ipus} "
+                 f"IPUs, in one engine run of {run.iterations} steps{told}. At every step each "
+                 f"replica took its own mini-batch from the infeed ({taken} in all, "
+                 f"{run.infeed_bytes_per_iteration:,} bytes each), and before every weight "
+                 f"update the replicas all-reduced their gradients ({run.all_reduce_bytes:,} "
+                 f"bytes each): all applied the same update, so they stayed one model, trained "
+                 f"on {run.replicas} x {BATCH_SIZE} images per update.")
+
+
+__all__ = ["check_replicated_training", "solution", "run_training", "STARTING_CODE"]

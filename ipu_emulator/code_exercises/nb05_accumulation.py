@@ -1,0 +1,194 @@
+"""Notebook 05's code exercise: accumulate gradients on one IPU (pipelining tutorial, step 1).
+
+The learner starts from a looped one-IPU program that changes the weights after every
+mini-batch (an infeed, ``ipu.loops.repeat`` of 20 mini-batches per ``sess.run``, plain gradient
+descent) and makes it the tutorial's step 1: the optimizer wrapped in
+``ipu.optimizers.GradientAccumulationOptimizerV2(optimizer, num_mini_batches=16)``, so that the
+weights change once per 16 mini-batches, and a loop whose count is a multiple of 16: 32
+mini-batches, two weight updates per ``sess.run``.
+
+``check_accumulating_training`` calls their ``train(images, labels, runs)`` in a fresh graph on
+one IPU with a small sample of MNIST and reads the record of what ran: the engine runs, the
+mini-batches (loop iterations) of each, the optimizer's accumulation count and the weight
+updates each run made (``EngineRun.weight_updates``).
+"""
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from ipu_emulator import record
+from ipu_emulator.code_exercises import (LearnerCodeFailed, code_exercise, learner_error,
+                                         sample_digits)
+from ipu_emulator.exercises import not_yet, right
+from ipu_emulator.ipu import config, ipu_compiler, ipu_infeed_queue, loops, optimizers, scopes
+from ipu_emulator.runtime import ipu_backend
+
+BATCH_SIZE = 32
+NUM_MINI_BATCHES = 16   # mini-batches per weight update: the tutorial's
+UPDATES_PER_RUN = 2     # weight updates per sess.run
+MINI_BATCHES_PER_RUN = NUM_MINI_BATCHES * UPDATES_PER_RUN
+RUNS = 3                # the runs the check asks train for
+IMAGES = 20 * BATCH_SIZE
+# Hints for the SDK's errors an accumulating attempt can meet, by words of their messages.
+SDK_HINTS = {
+    "inside a loop with": f"the loop would stop in the middle of a group, with gradients "
+                          f"half added up: its count must be a multiple of num_mini_batches. "
+                          f"Task b: repeat {UPDATES_PER_RUN} x {NUM_MINI_BATCHES} = "
+                          f"{MINI_BATCHES_PER_RUN} mini-batches per sess.run.",
+    "not inside a training loop": "the accumulating optimizer must be built in the body of "
+                                  "ipu.loops.repeat: the loop's iterations are the mini-batches "
+                                  "it adds up. Keep the loop of the starting code.",
+    "must be a positive number": f"num_mini_batches is how many mini-batches make one weight "
+                                 f"update: {NUM_MINI_BATCHES}.",
+    "has no attribute": "the wrapper is ipu.optimizers.GradientAccumulationOptimizerV2(optimizer, "
+                        "num_mini_batches=16).",
+    "unexpected keyword argument": "the wrapper takes the optimizer first, then "
+                                   "num_mini_batches=16.",
+}
+
+
+# The cell the learner edits (tagged ``code-exercise`` in notebook 05): a looped one-IPU
+# program that updates the weights after every mini-batch, with the tasks.
+# ``print(code_exercises.STARTING_CODE)`` gives it back, to start again.
+STARTING_CODE = '''\
+# Your turn: change the weights once per 16 mini-batches (the pipelining tutorial's step 1)
+#  [ ] a) wrap the optimizer: ipu.optimizers.GradientAccumulationOptimizerV2(optimizer,
+#         num_mini_batches=16)
+#  [ ] b) make each sess.run two weight updates: the loop repeats 2 x 16 = 32 mini-batches
+#         (its count must be a multiple of num_mini_batches)
+#  [ ] c) keep one sess.run per run: the accumulating happens on the IPU, inside the loop
+def train(images, labels, runs):
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels)).repeat()
+    infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(dataset.batch(32, drop_remainder=True))
+
+    def training_step(images, labels):
+        logits = tf.keras.layers.Dense(10)(tf.keras.layers.Flatten()(images))
+        loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+        optimizer = tf.train.GradientDescentOptimizer(0.01)
+        return optimizer.minimize(loss)          # a weight update every mini-batch
+
+    with ipu.scopes.ipu_scope("/device:IPU:0"):
+        train_on_ipu = ipu.ipu_compiler.compile(
+            lambda: ipu.loops.repeat(20, training_step, infeed_queue=infeed))
+
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        sess.run(infeed.initializer)
+        for _ in range(runs):
+            sess.run(train_on_ipu)               # 20 mini-batches: one engine run'''
+
+
+def solution(images, labels, runs):
+    """The tutorial's step 1: the optimizer accumulates 16 mini-batches per update."""
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels)).repeat()
+    infeed = ipu_infeed_queue.IPUInfeedQueue(dataset.batch(BATCH_SIZE, drop_remainder=True))
+
+    def training_step(images, labels):
+        logits = tf.keras.layers.Dense(10)(tf.keras.layers.Flatten()(images))
+        loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+        optimizer = optimizers.GradientAccumulationOptimizerV2(
+            tf.compat.v1.train.GradientDescentOptimizer(0.01), num_mini_batches=NUM_MINI_BATCHES)
+        return optimizer.minimize(loss)
+
+    with scopes.ipu_scope("/device:IPU:0"):
+        train_on_ipu = ipu_compiler.compile(
+            lambda: loops.repeat(MINI_BATCHES_PER_RUN, training_step, infeed_queue=infeed))
+
+    with tf.compat.v1.Session() as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        sess.run(infeed.initializer)
+        for _ in range(runs):
+            sess.run(train_on_ipu)
+
+
+def run_training(train) -> record.ProgramRecord:
+    """Call ``train(images, labels, RUNS)`` in a fresh graph on one IPU, with a small sample of
+    MNIST, and return the record of the engine runs it made.  An error in the learner's code
+    raises ``LearnerCodeFailed``.  The IPU system the learner configured, if any, is
+    configured again afterwards."""
+    try:
+        with ipu_backend.configuration_kept(), tf.Graph().as_default():
+            config.reset_ipu_configuration()  # as a fresh script: the device is configured below
+            tf.compat.v1.set_random_seed(0)
+            (images, labels), _ = sample_digits()
+            images = (images[:IMAGES] / 255).astype(np.float32)
+            labels = labels[:IMAGES].astype(np.int32)
+            device = config.IPUConfig()
+            device.auto_select_ipus = 1
+            device.configure_ipu_system()
+            with record.capture() as runs:
+                train(images, labels, RUNS)
+    except Exception as error:  # pylint: disable=broad-except  (the learner's code: a hint)
+        raise LearnerCodeFailed(learner_error(error, SDK_HINTS)) from error
+    return runs
+
+
+def _times(count: int) -> str:
+    return "once" if count == 1 else "twice" if count == 2 else f"{count} times"
+
+
+def _mini_batches(count: int) -> str:
+    return "one mini-batch" if count == 1 else f"{count} mini-batches"
+
+
+@code_exercise("05.accumulate", solution=solution)
+def check_accumulating_training(train):
+    """``train(images, labels, runs)``: one weight update per 16 mini-batches, two per run."""
+    if not callable(train):
+        return not_yet("pass the function itself, without calling it: "
+                       "check_accumulating_training(train).")
+    runs = run_training(train)
+    if runs.engine_runs == 0:
+        return not_yet("your train function ran no IPU program: keep the sess.run of the "
+                       "compiled loop inside the session, once per run.")
+    updates = sum(run.weight_updates for run in runs.runs)
+    mini_batches = sum(run.iterations for run in runs.runs
+                       if run.step_cost.backward_flops > 0)
+    if runs.engine_runs > RUNS:
+        if all(run.gradient_accumulation_count > 1 for run in runs.runs):
+            each = ", ".join(str(run.iterations) for run in runs.runs)
+            return not_yet(f"your program made {runs.engine_runs} engine runs (of {each} "
+                           f"mini-batches) where the check asked train for {RUNS} runs: every "
+                           f"extra sess.run is another launch by the host. Task b: one "
+                           f"loop of {UPDATES_PER_RUN} x {NUM_MINI_BATCHES} = "
+                           f"{MINI_BATCHES_PER_RUN} mini-batches, and one sess.run per run.")
+        return not_yet(f"your program made {runs.engine_runs} engine runs where the check asked "
+                       f"train for {RUNS} runs: {mini_batches} mini-batches and {updates} weight "
+                       f"updates, the gradients added up across sess.run calls, each a launch "
+                       f"of its own. Task c: let GradientAccumulationOptimizerV2 add them up "
+                       f"inside the loop, so that one sess.run of {MINI_BATCHES_PER_RUN} "
+                       f"mini-batches makes its {UPDATES_PER_RUN} updates on the IPU.")
+    if runs.engine_runs < RUNS:
+        return not_yet(f"your program made {runs.engine_runs} engine run"
+                       f"{'s' if runs.engine_runs != 1 else ''}, but the check asked train for "
+                       f"{RUNS} runs: call sess.run on the program once per run, as the "
+                       f"starting code's `for` loop does.")
+    run = runs.runs[-1]
+    count = run.gradient_accumulation_count
+    if count == 1:
+        return not_yet(f"each run changed the weights {_times(run.weight_updates)}, once per "
+                       f"mini-batch: the optimizer applies each mini-batch's gradients as "
+                       f"soon as it has them. Task a: wrap it, ipu.optimizers."
+                       f"GradientAccumulationOptimizerV2(optimizer, "
+                       f"num_mini_batches={NUM_MINI_BATCHES}).")
+    if count != NUM_MINI_BATCHES:
+        return not_yet(f"your optimizer added up {_mini_batches(count)} per weight update "
+                       f"({run.weight_updates} updates per run), an update on {count} x "
+                       f"{BATCH_SIZE} = {count * BATCH_SIZE} images. The tutorial accumulates "
+                       f"{NUM_MINI_BATCHES}: num_mini_batches={NUM_MINI_BATCHES}, for updates on "
+                       f"{NUM_MINI_BATCHES * BATCH_SIZE} images.")
+    if run.iterations != MINI_BATCHES_PER_RUN:
+        return not_yet(f"your optimizer added up {NUM_MINI_BATCHES} mini-batches per update, "
+                       f"but each run made {_mini_batches(run.iterations)}, so it changed "
+                       f"the weights {_times(run.weight_updates)}. Task b: "
+                       f"{UPDATES_PER_RUN} updates per run, a loop of {UPDATES_PER_RUN} x "
+                       f"{NUM_MINI_BATCHES} = {MINI_BATCHES_PER_RUN} mini-batches.")
+    return right(f"{RUNS} engine runs of {MINI_BATCHES_PER_RUN} mini-batches each, and the "
+                 f"optimizer added up {NUM_MINI_BATCHES} of them per update: each run changed "
+                 f"the weights {_times(run.weight_updates)} ({updates} in all, instead of "
+                 f"{mini_batches}), each time on the gradients of {NUM_MINI_BATCHES} x "
+                 f"{BATCH_SIZE} = {NUM_MINI_BATCHES * BATCH_SIZE} images.")
+
+
+__all__ = ["check_accumulating_training", "solution", "run_training", "STARTING_CODE"]
