@@ -265,7 +265,7 @@ def check_port(train):
     if not late < FALLING * early:
         return not_yet(f"your program made {STEPS} engine runs, one per step, but the loss did "
                        f"not fall ({early:.2f} over the first {AVERAGED_STEPS} steps, "
-                       f"{late:.2f} over the last): the weights were not updated. The step must "
+                       f"{late:.2f} over the last), as if the weights were never updated. The step must "
                        f"return the update as well as the loss, `return [loss, train_op]`: in "
                        f"TensorFlow 1 an op runs only if something asks for it.")
     run = ran.runs.runs[-1]
