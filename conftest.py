@@ -1,6 +1,6 @@
 """pytest's settings for the whole repository (tests/, the notebooks, the docstring examples).
 
-`make test` runs everything in one pytest invocation on two pytest-xdist workers (``-n 2``).
+`make test` runs everything in one pytest invocation on three pytest-xdist workers (``-n 3``).
 This file decides what runs together, by units of work that go whole to one worker:
 
 - each test file is a unit, so a module's fixtures are built once and a notebook's cells run
