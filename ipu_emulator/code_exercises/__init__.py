@@ -23,14 +23,19 @@ This layer sits above the API front: it builds and runs TensorFlow programs.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import warnings
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional
 
+import tensorflow as tf
+
 from ipu_emulator.data import datasets
 from ipu_emulator.exercises import Feedback, SolutionFailed, not_yet, solutions_mode
+from ipu_emulator.ipu import config
+from ipu_emulator.runtime import ipu_backend
 
 
 @dataclass(frozen=True)
@@ -112,6 +117,22 @@ def code_exercise(name: str, solution: Callable):
     return decorate
 
 
+@contextlib.contextmanager
+def as_a_fresh_script(hints: Optional[Dict[str, str]] = None, seed: int = 0):
+    """Run the learner's code as a fresh script would: in a new graph (yielded), with no IPU
+    system configured and a fixed seed.  The system configured before (the notebook's own) is
+    configured again afterwards, and an error in the code raises ``LearnerCodeFailed``
+    with its message and a hint (``hints``: the exercise's, by words of the SDK's
+    messages)."""
+    try:
+        with ipu_backend.configuration_kept(), tf.Graph().as_default() as graph:
+            config.reset_ipu_configuration()
+            tf.compat.v1.set_random_seed(seed)
+            yield graph
+    except Exception as error:  # pylint: disable=broad-except  (the learner's code: a hint)
+        raise LearnerCodeFailed(learner_error(error, hints)) from error
+
+
 def sample_digits():
     """The bundled MNIST sample, quietly: a check needs a few hundred digits, never a
     download (even when the notebook asks for the full data), nor a line about the sample."""
@@ -128,5 +149,5 @@ def sample_digits():
                 os.environ[datasets.MODE_ENV_VAR] = previous
 
 
-__all__ = ["CODE_REGISTRY", "sample_digits", "CodeExercise", "LearnerCodeFailed", "code_exercise",
+__all__ = ["CODE_REGISTRY", "as_a_fresh_script", "sample_digits", "CodeExercise", "LearnerCodeFailed", "code_exercise",
            "learner_error", "not_yet"]

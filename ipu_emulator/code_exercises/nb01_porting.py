@@ -22,8 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
-from ipu_emulator.code_exercises import (LearnerCodeFailed, code_exercise, learner_error,
-                                         sample_digits)
+from ipu_emulator.code_exercises import as_a_fresh_script, code_exercise, sample_digits
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import config, ipu_compiler, scopes
 from ipu_emulator.runtime import configured_system, ipu_backend, programs
@@ -146,19 +145,13 @@ def run_training(train) -> Ran:
     sample of MNIST, and say what it did.  An error in the learner's code raises
     ``LearnerCodeFailed``.  The IPU system the notebook configured, if any, is configured
     again afterwards."""
-    graph = tf.Graph()
-    try:
-        with ipu_backend.configuration_kept(), graph.as_default():
-            config.reset_ipu_configuration()
-            tf.compat.v1.set_random_seed(0)
-            (images, labels), _ = sample_digits()
-            images = (images[:IMAGES] / 255).astype(np.float32)
-            labels = labels[:IMAGES].astype(np.int32)
-            with record.capture() as runs:
-                returned = train(images, labels, STEPS)
-            return Ran(runs, returned, graph)
-    except Exception as error:  # pylint: disable=broad-except  (the learner's code: a hint)
-        raise LearnerCodeFailed(learner_error(error, SDK_HINTS)) from error
+    with as_a_fresh_script(SDK_HINTS) as graph:
+        (images, labels), _ = sample_digits()
+        images = (images[:IMAGES] / 255).astype(np.float32)
+        labels = labels[:IMAGES].astype(np.int32)
+        with record.capture() as runs:
+            returned = train(images, labels, STEPS)
+        return Ran(runs, returned, graph)
 
 
 def losses_of(returned) -> Optional[List[float]]:

@@ -18,11 +18,9 @@ import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
-from ipu_emulator.code_exercises import (LearnerCodeFailed, code_exercise, learner_error,
-                                         sample_digits)
+from ipu_emulator.code_exercises import as_a_fresh_script, code_exercise, sample_digits
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import config, ipu_compiler, ipu_infeed_queue, loops, optimizers, scopes
-from ipu_emulator.runtime import ipu_backend
 
 BATCH_SIZE = 32
 NUM_MINI_BATCHES = 16   # mini-batches per weight update: the tutorial's
@@ -107,20 +105,15 @@ def run_training(train) -> record.ProgramRecord:
     MNIST, and return the record of the engine runs it made.  An error in the learner's code
     raises ``LearnerCodeFailed``.  The IPU system the learner configured, if any, is
     configured again afterwards."""
-    try:
-        with ipu_backend.configuration_kept(), tf.Graph().as_default():
-            config.reset_ipu_configuration()  # as a fresh script: the device is configured below
-            tf.compat.v1.set_random_seed(0)
-            (images, labels), _ = sample_digits()
-            images = (images[:IMAGES] / 255).astype(np.float32)
-            labels = labels[:IMAGES].astype(np.int32)
-            device = config.IPUConfig()
-            device.auto_select_ipus = 1
-            device.configure_ipu_system()
-            with record.capture() as runs:
-                train(images, labels, RUNS)
-    except Exception as error:  # pylint: disable=broad-except  (the learner's code: a hint)
-        raise LearnerCodeFailed(learner_error(error, SDK_HINTS)) from error
+    with as_a_fresh_script(SDK_HINTS):
+        (images, labels), _ = sample_digits()
+        images = (images[:IMAGES] / 255).astype(np.float32)
+        labels = labels[:IMAGES].astype(np.int32)
+        device = config.IPUConfig()
+        device.auto_select_ipus = 1
+        device.configure_ipu_system()
+        with record.capture() as runs:
+            train(images, labels, RUNS)
     return runs
 
 

@@ -16,12 +16,11 @@ import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
-from ipu_emulator.code_exercises import (LearnerCodeFailed, code_exercise, learner_error,
-                                         sample_digits)
+from ipu_emulator.code_exercises import as_a_fresh_script, code_exercise, sample_digits
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import config, ipu_compiler, ipu_infeed_queue, loops, optimizers, scopes
 from ipu_emulator.lessons.placement import layer_of
-from ipu_emulator.runtime import ipu_backend, programs, shards
+from ipu_emulator.runtime import programs, shards
 
 BATCH_SIZE = 32
 MINI_BATCHES = 16
@@ -111,33 +110,27 @@ def run_step(step) -> _Ran:
     """Build ``step`` into one weight update's loop on a device of two IPUs, run it once, and
     say what ran.  An error in the learner's code raises ``LearnerCodeFailed``.  The IPU
     system the learner configured, if any, is configured again afterwards."""
-    graph = tf.Graph()
-    try:
-        with ipu_backend.configuration_kept(), graph.as_default():
-            config.reset_ipu_configuration()  # as a fresh script: the device is configured below
-            tf.compat.v1.set_random_seed(0)
-            (images, labels), _ = sample_digits()
-            count = BATCH_SIZE * MINI_BATCHES
-            dataset = tf.data.Dataset.from_tensor_slices(
-                ((images[:count] / 255).astype(np.float32), labels[:count].astype(np.int32)))
-            infeed = ipu_infeed_queue.IPUInfeedQueue(
-                dataset.repeat().batch(BATCH_SIZE, drop_remainder=True))
-            learning_rate = tf.compat.v1.placeholder(np.float32, [])
-            with scopes.ipu_scope("/device:IPU:0"):
-                train = ipu_compiler.compile(
-                    lambda lr: loops.repeat(MINI_BATCHES, step, [lr], infeed_queue=infeed),
-                    [learning_rate])
-            program = _program_of(graph)
-            devices = config.IPUConfig()
-            devices.auto_select_ipus = 2
-            devices.configure_ipu_system()
-            with tf.compat.v1.Session(graph=graph) as session:
-                session.run(tf.compat.v1.global_variables_initializer())
-                session.run(infeed.initializer)
-                with record.capture() as runs:
-                    session.run(train, {learning_rate: 0.01})
-    except Exception as error:  # pylint: disable=broad-except  (the learner's code: a hint)
-        raise LearnerCodeFailed(learner_error(error, SDK_HINTS)) from error
+    with as_a_fresh_script(SDK_HINTS) as graph:
+        (images, labels), _ = sample_digits()
+        count = BATCH_SIZE * MINI_BATCHES
+        dataset = tf.data.Dataset.from_tensor_slices(
+            ((images[:count] / 255).astype(np.float32), labels[:count].astype(np.int32)))
+        infeed = ipu_infeed_queue.IPUInfeedQueue(
+            dataset.repeat().batch(BATCH_SIZE, drop_remainder=True))
+        learning_rate = tf.compat.v1.placeholder(np.float32, [])
+        with scopes.ipu_scope("/device:IPU:0"):
+            train = ipu_compiler.compile(
+                lambda lr: loops.repeat(MINI_BATCHES, step, [lr], infeed_queue=infeed),
+                [learning_rate])
+        program = _program_of(graph)
+        devices = config.IPUConfig()
+        devices.auto_select_ipus = 2
+        devices.configure_ipu_system()
+        with tf.compat.v1.Session(graph=graph) as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            session.run(infeed.initializer)
+            with record.capture() as runs:
+                session.run(train, {learning_rate: 0.01})
     return _Ran(program, runs.runs[-1])
 
 

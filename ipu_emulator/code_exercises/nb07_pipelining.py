@@ -23,13 +23,12 @@ import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
-from ipu_emulator.code_exercises import (LearnerCodeFailed, code_exercise, learner_error,
-                                         sample_digits)
+from ipu_emulator.code_exercises import as_a_fresh_script, code_exercise, sample_digits
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue,
                               pipelining_ops, scopes)
 from ipu_emulator.lessons.placement import layer_of
-from ipu_emulator.runtime import ipu_backend, programs
+from ipu_emulator.runtime import programs
 
 BATCH_SIZE = 32
 GRADIENT_ACCUMULATION_COUNT = 16  # micro-batches per weight update (step 2's num_mini_batches)
@@ -177,39 +176,33 @@ def run_model(model) -> _Ran:
     ``RUNS`` times with the outfeed dequeued after each, and say what ran.  An error in the
     learner's code raises ``LearnerCodeFailed``.  The IPU system the learner configured, if
     any, is configured again afterwards."""
-    graph = tf.Graph()
-    try:
-        with ipu_backend.configuration_kept(), graph.as_default():
-            config.reset_ipu_configuration()  # as a fresh script: the device is configured below
-            tf.compat.v1.set_random_seed(0)
-            (images, labels), _ = sample_digits()
-            count = BATCH_SIZE * GRADIENT_ACCUMULATION_COUNT * REPEAT_COUNT
-            dataset = tf.data.Dataset.from_tensor_slices(
-                ((images[:count] / 255).astype(np.float32), labels[:count].astype(np.int32)))
-            infeed = ipu_infeed_queue.IPUInfeedQueue(
-                dataset.repeat().batch(BATCH_SIZE, drop_remainder=True))
-            outfeed = ipu_outfeed_queue.IPUOutfeedQueue()
-            learning_rate = tf.compat.v1.placeholder(np.float32, [])
-            with scopes.ipu_scope("/device:IPU:0"):
-                with tf.compat.v1.variable_scope("FCModel", use_resource=True):
-                    train = ipu_compiler.compile(lambda lr: model(lr, infeed, outfeed),
-                                                 [learning_rate])
-            dequeue = outfeed.dequeue()
-            program = _program_of(graph)
-            devices = config.IPUConfig()
-            devices.auto_select_ipus = 2
-            devices.selection_order = config.SelectionOrder.SNAKE
-            devices.configure_ipu_system()
-            losses = []
-            with tf.compat.v1.Session(graph=graph) as session:
-                session.run(tf.compat.v1.global_variables_initializer())
-                session.run(infeed.initializer)
-                with record.capture() as runs:
-                    for _ in range(RUNS):
-                        session.run(train, {learning_rate: 0.01})
-                        losses.append(_mean_loss(session.run(dequeue)))
-    except Exception as error:  # pylint: disable=broad-except  (the learner's code: a hint)
-        raise LearnerCodeFailed(learner_error(error, SDK_HINTS)) from error
+    with as_a_fresh_script(SDK_HINTS) as graph:
+        (images, labels), _ = sample_digits()
+        count = BATCH_SIZE * GRADIENT_ACCUMULATION_COUNT * REPEAT_COUNT
+        dataset = tf.data.Dataset.from_tensor_slices(
+            ((images[:count] / 255).astype(np.float32), labels[:count].astype(np.int32)))
+        infeed = ipu_infeed_queue.IPUInfeedQueue(
+            dataset.repeat().batch(BATCH_SIZE, drop_remainder=True))
+        outfeed = ipu_outfeed_queue.IPUOutfeedQueue()
+        learning_rate = tf.compat.v1.placeholder(np.float32, [])
+        with scopes.ipu_scope("/device:IPU:0"):
+            with tf.compat.v1.variable_scope("FCModel", use_resource=True):
+                train = ipu_compiler.compile(lambda lr: model(lr, infeed, outfeed),
+                                             [learning_rate])
+        dequeue = outfeed.dequeue()
+        program = _program_of(graph)
+        devices = config.IPUConfig()
+        devices.auto_select_ipus = 2
+        devices.selection_order = config.SelectionOrder.SNAKE
+        devices.configure_ipu_system()
+        losses = []
+        with tf.compat.v1.Session(graph=graph) as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            session.run(infeed.initializer)
+            with record.capture() as runs:
+                for _ in range(RUNS):
+                    session.run(train, {learning_rate: 0.01})
+                    losses.append(_mean_loss(session.run(dequeue)))
     return _Ran(program, runs.runs[-1], None if None in losses else losses)
 
 

@@ -27,12 +27,10 @@ import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
-from ipu_emulator.code_exercises import (LearnerCodeFailed, code_exercise, learner_error,
-                                         sample_digits)
+from ipu_emulator.code_exercises import as_a_fresh_script, code_exercise, sample_digits
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue,
                               pipelining_ops, scopes)
-from ipu_emulator.runtime import ipu_backend
 from ipu_emulator.sim.passes import one_pass
 from ipu_emulator.sim.pipeline_simulator import simulate_pipeline
 
@@ -140,33 +138,27 @@ def run_program(configure_ipus, pipelined_model) -> Tuple[record.EngineRun, np.n
     MNIST sample, run it ``RUNS`` times; return the last engine run's record and the losses.
     An error in the learner's code raises ``LearnerCodeFailed``; the IPU system the learner
     configured before is configured again afterwards."""
-    graph = tf.Graph()
-    try:
-        with ipu_backend.configuration_kept(), graph.as_default():
-            config.reset_ipu_configuration()
-            configure_ipus()
-            tf.compat.v1.set_random_seed(1)
-            (images, labels), _ = sample_digits()
-            count = BATCH_SIZE * GRADIENT_ACCUMULATION_COUNT * REPEAT_COUNT
-            dataset = tf.data.Dataset.from_tensor_slices(
-                ((images[:count].reshape(-1, 784) / 255).astype(np.float32),
-                 labels[:count].astype(np.int32)))
-            infeed = ipu_infeed_queue.IPUInfeedQueue(
-                dataset.repeat().batch(BATCH_SIZE, drop_remainder=True))
-            outfeed = ipu_outfeed_queue.IPUOutfeedQueue()
-            with scopes.ipu_scope("/device:IPU:0"):
-                train = ipu_compiler.compile(lambda: pipelined_model(infeed, outfeed))
-            dequeue = outfeed.dequeue()
-            losses = []
-            with tf.compat.v1.Session(graph=graph) as session:
-                session.run(tf.compat.v1.global_variables_initializer())
-                session.run(infeed.initializer)
-                with record.capture() as runs:
-                    for _ in range(RUNS):
-                        session.run(train)
-                        losses.append(np.asarray(session.run(dequeue), dtype=np.float64))
-    except Exception as error:  # pylint: disable=broad-except  (the learner's code: a hint)
-        raise LearnerCodeFailed(learner_error(error, SDK_HINTS)) from error
+    with as_a_fresh_script(SDK_HINTS, seed=1) as graph:
+        configure_ipus()
+        (images, labels), _ = sample_digits()
+        count = BATCH_SIZE * GRADIENT_ACCUMULATION_COUNT * REPEAT_COUNT
+        dataset = tf.data.Dataset.from_tensor_slices(
+            ((images[:count].reshape(-1, 784) / 255).astype(np.float32),
+             labels[:count].astype(np.int32)))
+        infeed = ipu_infeed_queue.IPUInfeedQueue(
+            dataset.repeat().batch(BATCH_SIZE, drop_remainder=True))
+        outfeed = ipu_outfeed_queue.IPUOutfeedQueue()
+        with scopes.ipu_scope("/device:IPU:0"):
+            train = ipu_compiler.compile(lambda: pipelined_model(infeed, outfeed))
+        dequeue = outfeed.dequeue()
+        losses = []
+        with tf.compat.v1.Session(graph=graph) as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            session.run(infeed.initializer)
+            with record.capture() as runs:
+                for _ in range(RUNS):
+                    session.run(train)
+                    losses.append(np.asarray(session.run(dequeue), dtype=np.float64))
     return runs.runs[-1], np.concatenate([np.ravel(loss) for loss in losses])
 
 
