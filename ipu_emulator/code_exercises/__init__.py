@@ -30,6 +30,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional
 
+import numpy as np
 import tensorflow as tf
 
 from ipu_emulator.data import datasets
@@ -133,15 +134,18 @@ def as_a_fresh_script(hints: Optional[Dict[str, str]] = None, seed: int = 0):
         raise LearnerCodeFailed(learner_error(error, hints)) from error
 
 
-def sample_digits():
-    """The bundled MNIST sample, quietly: a check needs a few hundred digits, never a
-    download (even when the notebook asks for the full data), nor a line about the sample."""
+def sample_digits(count: int):
+    """The first ``count`` training digits of the bundled MNIST sample, as every check feeds
+    them: float32 images in [0, 1] and int32 labels.  Quietly: a check needs a few hundred
+    digits, never a download (even when the notebook asks for the full data), nor a line
+    about the sample."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", datasets.SampleDataWarning)
         previous = os.environ.get(datasets.MODE_ENV_VAR)
         os.environ[datasets.MODE_ENV_VAR] = "sample"
         try:
-            return datasets.mnist.load_data()
+            (images, labels), _ = datasets.mnist.load_data()
+            return (images[:count] / 255).astype(np.float32), labels[:count].astype(np.int32)
         finally:
             if previous is None:
                 del os.environ[datasets.MODE_ENV_VAR]

@@ -146,9 +146,7 @@ def run_training(train) -> Ran:
     ``LearnerCodeFailed``.  The IPU system the notebook configured, if any, is configured
     again afterwards."""
     with as_a_fresh_script(SDK_HINTS) as graph:
-        (images, labels), _ = sample_digits()
-        images = (images[:IMAGES] / 255).astype(np.float32)
-        labels = labels[:IMAGES].astype(np.int32)
+        images, labels = sample_digits(IMAGES)
         with record.capture() as runs:
             returned = train(images, labels, STEPS)
         return Ran(runs, returned, graph)

@@ -13,7 +13,6 @@ engine runs, how many loop iterations each made, and whether an infeed fed the i
 """
 from __future__ import annotations
 
-import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
@@ -96,9 +95,7 @@ def run_training(train) -> record.ProgramRecord:
     code raises ``LearnerCodeFailed``.  The IPU system the learner configured, if any, is
     configured again afterwards."""
     with as_a_fresh_script(SDK_HINTS):
-        (images, labels), _ = sample_digits()
-        images = (images[:IMAGES] / 255).astype(np.float32)
-        labels = labels[:IMAGES].astype(np.int32)
+        images, labels = sample_digits(IMAGES)
         device = config.IPUConfig()
         device.auto_select_ipus = 1
         device.configure_ipu_system()

@@ -185,11 +185,6 @@ def keras_solution(images, labels):
 
 # --- running an attempt ---------------------------------------------------------------------
 
-def _digits(count):
-    (images, labels), _ = sample_digits()
-    return (images[:count] / 255).astype(np.float32), labels[:count].astype(np.int32)
-
-
 def _run(attempt, *args):
     """``attempt(*args)`` on one freshly configured IPU: the record of its engine runs and
     what it returned.  An error in the learner's code raises ``LearnerCodeFailed``; the IPU
@@ -228,14 +223,14 @@ def _without_values(error: BaseException) -> BaseException:
 def run_training(train):
     """``train(dataset, STEPS)`` on batches of 32 sample digits, repeated: the record and the
     losses ``train`` returned."""
-    images, labels = _digits(20 * BATCH_SIZE)
+    images, labels = sample_digits(20 * BATCH_SIZE)
     dataset = tf.data.Dataset.from_tensor_slices((images, labels)).repeat()
     return _run(train, dataset.batch(BATCH_SIZE, drop_remainder=True), STEPS)
 
 
 def run_keras_training(train_keras):
     """``train_keras(images, labels)`` on ``KERAS_IMAGES`` sample digits: the record."""
-    runs, _ = _run(train_keras, *_digits(KERAS_IMAGES))
+    runs, _ = _run(train_keras, *sample_digits(KERAS_IMAGES))
     return runs
 
 

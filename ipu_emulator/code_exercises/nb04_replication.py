@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
@@ -133,9 +132,7 @@ def run_training(train) -> _Ran:
         with ipu_backend.configuration_kept(), graph.as_default():
             config.reset_ipu_configuration()  # the learner's code configures the device
             tf.compat.v1.set_random_seed(0)
-            (images, labels), _ = sample_digits()
-            images = (images[:IMAGES] / 255).astype(np.float32)
-            labels = labels[:IMAGES].astype(np.int32)
+            images, labels = sample_digits(IMAGES)
             with record.capture() as runs:
                 train(images, labels, STEPS)
     except Exception as error:  # pylint: disable=broad-except  (the learner's code: a hint)

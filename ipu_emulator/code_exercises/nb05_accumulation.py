@@ -14,7 +14,6 @@ updates each run made (``EngineRun.weight_updates``).
 """
 from __future__ import annotations
 
-import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
@@ -106,9 +105,7 @@ def run_training(train) -> record.ProgramRecord:
     raises ``LearnerCodeFailed``.  The IPU system the learner configured, if any, is
     configured again afterwards."""
     with as_a_fresh_script(SDK_HINTS):
-        (images, labels), _ = sample_digits()
-        images = (images[:IMAGES] / 255).astype(np.float32)
-        labels = labels[:IMAGES].astype(np.int32)
+        images, labels = sample_digits(IMAGES)
         device = config.IPUConfig()
         device.auto_select_ipus = 1
         device.configure_ipu_system()

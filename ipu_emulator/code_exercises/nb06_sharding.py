@@ -111,10 +111,8 @@ def run_step(step) -> _Ran:
     say what ran.  An error in the learner's code raises ``LearnerCodeFailed``.  The IPU
     system the learner configured, if any, is configured again afterwards."""
     with as_a_fresh_script(SDK_HINTS) as graph:
-        (images, labels), _ = sample_digits()
-        count = BATCH_SIZE * MINI_BATCHES
         dataset = tf.data.Dataset.from_tensor_slices(
-            ((images[:count] / 255).astype(np.float32), labels[:count].astype(np.int32)))
+            sample_digits(BATCH_SIZE * MINI_BATCHES))
         infeed = ipu_infeed_queue.IPUInfeedQueue(
             dataset.repeat().batch(BATCH_SIZE, drop_remainder=True))
         learning_rate = tf.compat.v1.placeholder(np.float32, [])

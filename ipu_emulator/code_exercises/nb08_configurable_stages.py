@@ -178,10 +178,8 @@ def run_pipeline(pipeline_for_splits, splits: Sequence[str]) -> _Ran:
     ``LearnerCodeFailed``.  The IPU system the learner configured is configured again
     afterwards."""
     with as_a_fresh_script(SDK_HINTS) as graph:
-        (images, labels), _ = sample_digits()
-        count = BATCH_SIZE * GRADIENT_ACCUMULATION_COUNT
         dataset = tf.data.Dataset.from_tensor_slices(
-            ((images[:count] / 255).astype(np.float32), labels[:count].astype(np.int32)))
+            sample_digits(BATCH_SIZE * GRADIENT_ACCUMULATION_COUNT))
         infeed = ipu_infeed_queue.IPUInfeedQueue(
             dataset.repeat().batch(BATCH_SIZE, drop_remainder=True))
         outfeed = ipu_outfeed_queue.IPUOutfeedQueue()

@@ -140,11 +140,9 @@ def run_program(configure_ipus, pipelined_model) -> Tuple[record.EngineRun, np.n
     configured before is configured again afterwards."""
     with as_a_fresh_script(SDK_HINTS, seed=1) as graph:
         configure_ipus()
-        (images, labels), _ = sample_digits()
-        count = BATCH_SIZE * GRADIENT_ACCUMULATION_COUNT * REPEAT_COUNT
-        dataset = tf.data.Dataset.from_tensor_slices(
-            ((images[:count].reshape(-1, 784) / 255).astype(np.float32),
-             labels[:count].astype(np.int32)))
+        images, labels = sample_digits(
+            BATCH_SIZE * GRADIENT_ACCUMULATION_COUNT * REPEAT_COUNT)
+        dataset = tf.data.Dataset.from_tensor_slices((images.reshape(-1, 784), labels))
         infeed = ipu_infeed_queue.IPUInfeedQueue(
             dataset.repeat().batch(BATCH_SIZE, drop_remainder=True))
         outfeed = ipu_outfeed_queue.IPUOutfeedQueue()
