@@ -60,7 +60,7 @@ lab: $(STAMP)
 # cell if the solution fails); tests/scripts/test_stored_exercises.py checks that the stored
 # notebooks show them unsolved, with feedback and no traceback.  Each notebook is executed
 # once, by nbval; tests/browser/ opens the stored notebooks in JupyterLab (headless Chromium),
-# drives notebook 00's widgets and runs a short TensorFlow notebook there:
+# drives notebook 08's widgets and runs a short TensorFlow notebook there:
 # scripts/ensure_browser.sh installs Debian's chromium when missing (as root), or says how to;
 # IPU_LAB_CHROMIUM=/path/to/chrome picks another binary.  tests/lite/ opens the JupyterLite site
 # in the same browser, so `make test` first builds it (`make lite`: about a minute the first

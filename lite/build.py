@@ -45,8 +45,8 @@ EXTRA_DEPENDS = {"ipython": ["ipython-pygments-lexers"],
 # Preloaded while Pyodide starts, so the notebook imports them with no %pip cell.
 PRELOAD = ["micropip", "ipu-emulator"]
 
-NOTEBOOKS = ["notebooks/00_pipeline_playground.ipynb", "notebooks/10_feeds_explorer.ipynb",
-             "notebooks/11_pipeline_schedules.ipynb"]
+NOTEBOOKS = ["notebooks/08_pipeline_playground.ipynb", "notebooks/04_feeds_explorer.ipynb",
+             "notebooks/10_pipeline_schedules.ipynb"]
 
 
 def run(*cmd, **kw):

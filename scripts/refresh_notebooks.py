@@ -1,7 +1,7 @@
 """Re-execute notebooks and store them with their outputs, as learners should first see them.
 
     .venv/bin/python scripts/refresh_notebooks.py                 # every notebook
-    .venv/bin/python scripts/refresh_notebooks.py notebooks/06_sharding.ipynb
+    .venv/bin/python scripts/refresh_notebooks.py notebooks/07_sharding.ipynb
 
 Runs each notebook top to bottom on the bundled data sample (``IPU_EMULATOR_DATA=sample``)
 with matplotlib's inline backend (an inherited ``MPLBACKEND=Agg`` would drop the figures), then

@@ -5,7 +5,7 @@ Graphcore's tutorials are modify-the-code tutorials.  A code exercise's cell (ta
 checklist; the learner edits it and runs it, and the next cell passes what they wrote to a
 check::
 
-    from ipu_emulator.code_exercises import nb06_sharding as code_exercises
+    from ipu_emulator.code_exercises import nb07_sharding as code_exercises
     code_exercises.check_sharded_step(sharded_training_step)
 
 The check builds the learner's code into a program, runs it through the emulator and reads

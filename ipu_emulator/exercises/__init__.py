@@ -1,10 +1,10 @@
 """Exercises with automatic feedback, for the notebooks: plain functions, no grading server.
 
-Each notebook's exercises live in a module of this package (``nb00_playground``,
-``nb07_pipelining``, ...).  A "your turn" cell leaves ``...`` where the learner's answer goes and
+Each notebook's exercises live in a module of this package (``nb08_playground``,
+``nb09_pipelining``, ...).  A "your turn" cell leaves ``...`` where the learner's answer goes and
 calls a check::
 
-    from ipu_emulator.exercises import nb00_playground as exercises
+    from ipu_emulator.exercises import nb08_playground as exercises
     fastest = ...             # your answer
     exercises.check_fastest_schedule(fastest)
 
@@ -140,7 +140,7 @@ def is_number(value) -> bool:
 
 
 # How far ``smallest_whole_number`` searches by default: above every answer the exercises
-# ask for (the largest, notebook 11's micro-batches, is 134), and a few seconds of simulating
+# ask for (the largest, notebook 10's micro-batches, is 134), and a few seconds of simulating
 # at most when nothing up to it meets the budget.
 SEARCH_LIMIT = 10_000
 

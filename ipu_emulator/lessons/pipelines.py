@@ -1,4 +1,4 @@
-"""Small helpers for the pipelining notebooks (07 and 08), so that their teaching cells show
+"""Small helpers for the pipelining notebooks (09 and 11), so that their teaching cells show
 the pipeline API and the lesson, not the plumbing.
 
 * ``rescheduled(run, schedule=..., repeat_count=...)``: a recorded pipelined engine run as if

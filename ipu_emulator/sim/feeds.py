@@ -5,7 +5,7 @@ arriving through the infeed and each loss leaving through the outfeed; without t
 step is an engine run of its own, its batch passed in and its loss returned.  Engine runs are
 blocking and identical, so a training's time is one simulated run's time times the number of
 runs: nothing simulates all 10,000 steps.  The feeds explorer (``ipu_lab_widgets.feeds_explorer``)
-and notebook 10's exercise both time a training here.
+and notebook 04's exercise both time a training here.
 
     >>> total, launching, engine_runs = with_feeds(10_000, 10, tutorial3_step_cost(),
     ...                                            HostModel.tutorial3())

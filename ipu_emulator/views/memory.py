@@ -1,6 +1,6 @@
 """Memory views: how much each IPU holds, over a pass and across variants of one pipeline.
 
-Notebook 09 changes one memory option at a time (recomputation, offloading, the accumulators'
+Notebook 12 changes one memory option at a time (recomputation, offloading, the accumulators'
 type) and compares the variants.  These functions draw and tabulate that comparison so the
 lesson's cells stay short:
 

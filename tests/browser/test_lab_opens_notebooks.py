@@ -10,7 +10,7 @@ shows is checked here instead:
 - a TensorFlow notebook runs in a real JupyterLab kernel from the Run menu: an on-device loop
   trains, its simulated trace is drawn inline, an exercise check answers in a feedback box.
 
-Notebook 00's widgets are driven by clicks in ``test_playground.py``.
+Notebook 08's widgets are driven by clicks in ``test_playground.py``.
 """
 import json
 import re
@@ -138,7 +138,7 @@ views.plot_timeline(timeline, ax=ax, time_unit="µs", fold_idle=False,
 fig.tight_layout()
 plt.show()""",
     """\
-from ipu_emulator.exercises import nb04_replication as exercises
+from ipu_emulator.exercises import nb05_replication as exercises
 exercises.check_all_reduce_bytes(3)""",
 ]
 

@@ -1,4 +1,4 @@
-"""The pipeline playground as a learner meets it: notebook 00 in JupyterLab, in Chromium.
+"""The pipeline playground as a learner meets it: notebook 08 in JupyterLab, in Chromium.
 
 Choosing another schedule in the widget must redraw the trace the learner sees (compared as
 screenshots, so a redraw that changed nothing visible fails), and an invalid gradient
@@ -12,7 +12,7 @@ from tests.support.lab_driver import (colour_share, error_outputs, images_differ
 
 pytestmark = pytest.mark.browser
 
-NOTEBOOK = "00_pipeline_playground.ipynb"
+NOTEBOOK = "08_pipeline_playground.ipynb"
 TRACE_CLASS = "ipu-playground-trace"
 
 
@@ -25,13 +25,13 @@ def test_changing_the_schedule_redraws_the_trace(page, lab, tmp_path):
     trace.locator("svg").wait_for(state="visible")
     assert "grouped" in trace.inner_text()
     before_html = trace.inner_html()
-    before = screenshot(trace, screenshots_dir() / "00_playground_grouped.png")
+    before = screenshot(trace, screenshots_dir() / "08_playground_grouped.png")
     for colour in ("#0072B2", "#D55E00"):  # forward and backward boxes as rendered
         assert colour_share(before, colour) > 0.01
 
     select_dropdown(page, "schedule", "interleaved")
     wait_for_html_change(trace, before_html)
-    after = screenshot(trace, screenshots_dir() / "00_playground_interleaved.png")
+    after = screenshot(trace, screenshots_dir() / "08_playground_interleaved.png")
     assert "interleaved" in trace.inner_text()
     assert images_differ(before, after), "the trace looks the same after changing the schedule"
 

@@ -1,22 +1,16 @@
-"""Notebook 08's exercises agree with the splits picker the learner uses to answer them."""
-from itertools import combinations
-
-from ipu_emulator.exercises import nb08_configurable_stages as nb08
-from ipu_emulator.sim.passes import one_pass
-from ipu_lab_widgets.splits_picker import evaluate
+"""Notebook 08's bubble exercise: a count too small and one too large get the same hint, with
+no bubble figure to search by (the playground's table and the formula are the learner's
+tools); a count Grouped refuses gets the SDK's message."""
+from ipu_emulator.exercises import nb08_playground as nb08
 
 
-def pass_time(splits):
-    return one_pass(evaluate(list(splits), batch_size=32).result.timeline).metrics.makespan
+def test_too_small_and_too_large_get_the_same_hint():
+    too_small = nb08.check_accumulation_for_small_bubble(24).text
+    too_large = nb08.check_accumulation_for_small_bubble(40).text
+    assert too_small == too_large and "%" not in too_small.replace("10 %", "")
+    assert nb08.check_accumulation_for_small_bubble(32).ok
 
 
-def test_four_stages_are_the_pickers_shortest_and_beat_two():
-    times = {combo: pass_time(combo) for combo in combinations(nb08.EVERY_LAYER, 3)}
-    best = min(times, key=times.get)
-    assert nb08._best_four_stages() == best
-    assert times[best] < pass_time(["dense32"])
-    assert nb08.check_four_stages(list(best)).ok
-    assert "model's order" in nb08.check_four_stages(["dense32", "dense128", "cel"]).text
-    # a wrong cut is told how to look, not how long it took (no countdown to search by)
-    wrong = nb08.check_four_stages(["dense128", "dense64", "dense32"]).text
-    assert "wait for" in wrong and "µs" not in wrong
+def test_a_count_grouped_refuses_gets_the_sdks_message():
+    assert "must be a multiple of 8, but it is 30" in \
+        nb08.check_accumulation_for_small_bubble(30).text

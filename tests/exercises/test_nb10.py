@@ -1,34 +1,25 @@
-"""Notebook 10's exercise beyond the generic checks: it judges by the same simulation as the
-feeds explorer the notebook shows, and its feedback cannot be used as a countdown."""
-from ipu_emulator.exercises import nb10_feeds as nb10
-from ipu_lab_widgets.feeds_explorer import FeedsConfig, simulate
+"""Notebook 10's exercise beyond the generic checks: the simulated bubble the check judges by
+agrees with the formula the notebook teaches, and answers a learner may type get a hint that
+says how to find the answer, never which way it lies."""
+from fractions import Fraction
+
+from ipu_emulator.exercises import nb10_schedules as nb10
 
 
-def test_the_check_sees_what_the_explorer_shows():
-    for steps_per_execution in (10, nb10._break_even()):
-        explorer = simulate(FeedsConfig(host="ideal host",
-                                        steps_per_execution=steps_per_execution))
-        assert abs(explorer.with_feeds.launch_fraction
-                   - nb10.ideal_launch_share(steps_per_execution)) < 1e-12
+def test_the_simulated_bubbles_follow_the_formula():
+    for chunks in (1, 2, 3, 4):
+        assert abs(nb10.interleaved_bubble(chunks) - float(Fraction(3, 8 * chunks + 3))) < 1e-12
 
 
-def test_break_even_is_where_launching_falls_to_half():
-    answer = nb10._break_even()
-    assert nb10.ideal_launch_share(answer) <= 0.5 < nb10.ideal_launch_share(answer - 1)
-
-
-def test_a_wrong_answer_gets_the_method_never_its_share_or_a_direction():
-    answer = nb10._break_even()
-    wrong = [1, 10, answer - 1, answer + 1, 100, 5000]
-    hints = {nb10.check_break_even(n).text for n in wrong}
-    assert len(hints) == 1, "the same hint whatever the number: nothing to count down with"
-    [hint] = hints
-    assert "%" not in hint.replace("50 %", ""), "no launch share but the target"
-    for direction in ("larger", "smaller", "fewer", "more", "higher", "lower", "too "):
-        assert direction not in hint, direction
-    assert "compare one launch with one step" in hint
+def test_the_answer_is_the_formulas_answer():
+    assert nb10._fewest_chunks() == 4          # 3/(8v+3) < 1/10  <=>  v > 27/8
 
 
 def test_answers_a_learner_may_type():
-    assert "whole number" in nb10.check_break_even(64.0).text
-    assert "from 1" in nb10.check_break_even(20_000).text
+    assert "whole number" in nb10.check_chunks_per_ipu(4.0).text
+    assert "plain 1F1B" in nb10.check_chunks_per_ipu(0).text
+
+
+def test_too_few_and_too_many_chunks_get_the_same_hint():
+    too_few, too_many = nb10.check_chunks_per_ipu(3).text, nb10.check_chunks_per_ipu(6).text
+    assert too_few == too_many and "%" not in too_few.replace("< 0.1", "")

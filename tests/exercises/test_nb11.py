@@ -1,25 +1,22 @@
-"""Notebook 11's exercise beyond the generic checks: the simulated bubble the check judges by
-agrees with the formula the notebook teaches, and answers a learner may type get a hint that
-says how to find the answer, never which way it lies."""
-from fractions import Fraction
+"""Notebook 11's exercises agree with the splits picker the learner uses to answer them."""
+from itertools import combinations
 
-from ipu_emulator.exercises import nb11_schedules as nb11
-
-
-def test_the_simulated_bubbles_follow_the_formula():
-    for chunks in (1, 2, 3, 4):
-        assert abs(nb11.interleaved_bubble(chunks) - float(Fraction(3, 8 * chunks + 3))) < 1e-12
+from ipu_emulator.exercises import nb11_configurable_stages as nb11
+from ipu_emulator.sim.passes import one_pass
+from ipu_lab_widgets.splits_picker import evaluate
 
 
-def test_the_answer_is_the_formulas_answer():
-    assert nb11._fewest_chunks() == 4          # 3/(8v+3) < 1/10  <=>  v > 27/8
+def pass_time(splits):
+    return one_pass(evaluate(list(splits), batch_size=32).result.timeline).metrics.makespan
 
 
-def test_answers_a_learner_may_type():
-    assert "whole number" in nb11.check_chunks_per_ipu(4.0).text
-    assert "plain 1F1B" in nb11.check_chunks_per_ipu(0).text
-
-
-def test_too_few_and_too_many_chunks_get_the_same_hint():
-    too_few, too_many = nb11.check_chunks_per_ipu(3).text, nb11.check_chunks_per_ipu(6).text
-    assert too_few == too_many and "%" not in too_few.replace("< 0.1", "")
+def test_four_stages_are_the_pickers_shortest_and_beat_two():
+    times = {combo: pass_time(combo) for combo in combinations(nb11.EVERY_LAYER, 3)}
+    best = min(times, key=times.get)
+    assert nb11._best_four_stages() == best
+    assert times[best] < pass_time(["dense32"])
+    assert nb11.check_four_stages(list(best)).ok
+    assert "model's order" in nb11.check_four_stages(["dense32", "dense128", "cel"]).text
+    # a wrong cut is told how to look, not how long it took (no countdown to search by)
+    wrong = nb11.check_four_stages(["dense128", "dense64", "dense32"]).text
+    assert "wait for" in wrong and "µs" not in wrong

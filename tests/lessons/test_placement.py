@@ -1,4 +1,4 @@
-"""lessons.devices_by_layer: a trace's (device, node) pairs grouped by layer (notebook 06)."""
+"""lessons.devices_by_layer: a trace's (device, node) pairs grouped by layer (notebook 07)."""
 from ipu_emulator.lessons import devices_by_layer
 from ipu_emulator.lessons.placement import ACCUMULATORS, layer_of
 

@@ -1,7 +1,7 @@
 """The zero-install JupyterLite site as a learner meets it: served as static files on
 127.0.0.1, opened in headless Chromium, every notebook run in the browser's Pyodide kernel.
 
-Notebook 00 is checked in detail: all cells run without an error, the playground's SVG trace
+Notebook 08 is checked in detail: all cells run without an error, the playground's SVG trace
 redraws at each of five schedule and split changes (widgets froze after a few changes in some
 JupyterLite versions), an invalid gradient accumulation count shows the SDK's message, and a
 reload starts it again from the warm cache.  Every other notebook of lite/build.py's NOTEBOOKS
@@ -20,7 +20,7 @@ from tests.support.lab_driver import (error_outputs, notebook_panel, screenshot,
 from tests.support.lite_driver import (NUMBERS, clear_site_storage, lite_notebooks, open_notebook,
                          site_size, start_run_all, wait_until_all_ran)
 
-PLAYGROUND = "00_pipeline_playground.ipynb"
+PLAYGROUND = "08_pipeline_playground.ipynb"
 TRACE_CLASS = "ipu-playground-trace"
 REDRAW_TIMEOUT = 60_000   # ms
 # Five redraws; the split goes back to the notebook's own at the end, so the playground has
@@ -63,7 +63,7 @@ def test_the_site_serves_everything_itself(site):
 
 
 def check_the_playground(page, context, server):
-    """Notebook 00 in detail: its first visit (cold cache), five redraws, the SDK's message,
+    """Notebook 08 in detail: its first visit (cold cache), five redraws, the SDK's message,
     and a second visit (warm cache)."""
     network, origin = context.network, server.origin
     NUMBERS["cold"] = run_playground(page, origin)
@@ -119,7 +119,7 @@ def check_the_playground(page, context, server):
 
 
 def run_playground(page, origin) -> dict:
-    """Open notebook 00, run all cells; seconds from asking for the page to the kernel being
+    """Open notebook 08, run all cells; seconds from asking for the page to the kernel being
     idle, the first trace drawn and every cell run."""
     started = time.monotonic()
     times = {"kernel_idle_s": open_notebook(page, origin, PLAYGROUND)}

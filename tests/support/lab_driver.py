@@ -46,7 +46,7 @@ ipywidgets: ``widget_dropdown(page, description)`` (the ``<select>``),
 Example (what a widget test looks like; ``test_harness_drives_a_widget`` does this)::
 
     def test_schedule_changes_trace(page, lab):
-        open_notebook(page, lab, "00_pipeline_playground.ipynb")
+        open_notebook(page, lab, "08_pipeline_playground.ipynb")
         run_all_cells(page)
         trace = output_images(page).first
         before_png, before_src = screenshot(trace), image_src(trace)

@@ -39,7 +39,7 @@ def pytest_terminal_summary(terminalreporter, config):
     for key, label in (("cold", "first visit (cold cache)"), ("warm", "second visit (warm)")):
         times = numbers.get(key)
         if times:
-            write(f"notebook 00, {label:<24}  page open to kernel idle "
+            write(f"notebook 08, {label:<24}  page open to kernel idle "
                   f"{times['kernel_idle_s']:5.1f} s, to first trace "
                   f"{times['first_trace_s']:5.1f} s, to all cells run "
                   f"{times['all_cells_s']:5.1f} s")

@@ -31,7 +31,7 @@ GB = 1e9
 # The limits hold each kernel's private peak: the memory no other process shares, which is what
 # each more learner adds to a server.  The resident set (RSS) also counts the pages of
 # TensorFlow's shared libraries a kernel has mapped, about 0.4 GB shared by every kernel on a
-# machine, and that count depends on the page cache: the same notebook (04) peaked at 0.73,
+# machine, and that count depends on the page cache: the same notebook (05) peaked at 0.73,
 # 0.77 and 0.84 GB resident in three checkouts, at 0.33-0.34 GB private each time.  So RSS is
 # reported, not held to a limit.
 TENSORFLOW_KERNEL_LIMIT = 0.45 * GB

@@ -1,4 +1,4 @@
-"""Memory views (notebook 09): memory over a pass, peak memory by micro-batch, variants."""
+"""Memory views (notebook 12): memory over a pass, peak memory by micro-batch, variants."""
 import matplotlib
 
 matplotlib.use("Agg")

@@ -1,6 +1,6 @@
 """What a recorded pipeline says about its variables: each stage's weights and optimizer
 state apart (gradient accumulators left to the simulator), and the accumulators' element
-size as built.  These drive the memory lessons of notebook 09: offloading the optimizer
+size as built.  These drive the memory lessons of notebook 12: offloading the optimizer
 state, and float16 accumulators."""
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Notebook 00's exercises: the pipeline playground (4 unit-cost stages, backward 2x).
+"""Notebook 08's exercises: the pipeline playground (4 unit-cost stages, backward 2x).
 
     >>> check_fewest_in_flight("sequential").ok
     True
@@ -27,7 +27,7 @@ def _peak_in_flight(schedule: str) -> int:
 SCHEDULES = ("grouped", "interleaved", "sequential")
 
 
-@exercise("00.fewest-in-flight", solution=lambda: "sequential",
+@exercise("08.fewest-in-flight", solution=lambda: "sequential",
           wrong=("grouped", "interleaved", "gpipe", 1))
 def check_fewest_in_flight(schedule):
     """Which of Graphcore's schedules makes IPU0 hold the fewest micro-batches in flight?"""
@@ -60,7 +60,7 @@ def _smallest_count_below_goal() -> int:
     return count
 
 
-@exercise("00.bubble-below-10-percent", solution=_smallest_count_below_goal,
+@exercise("08.bubble-below-10-percent", solution=_smallest_count_below_goal,
           wrong=(16, 24, 6, "32"))
 def check_accumulation_for_small_bubble(count):
     """The smallest gradient accumulation count Grouped accepts for 4 stages whose bubble is

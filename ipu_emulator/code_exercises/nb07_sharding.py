@@ -1,4 +1,4 @@
-"""Notebook 06's code exercise: shard the training step yourself (pipelining tutorial, step 2).
+"""Notebook 07's code exercise: shard the training step yourself (pipelining tutorial, step 2).
 
 The learner starts from step 1's training step (one IPU) and does the tutorial's tasks: build
 ``flatten`` to ``dense64`` inside ``ipu.scopes.ipu_shard(0)`` and ``dense32``, the logits, the
@@ -37,7 +37,7 @@ SDK_HINTS = {
 }
 
 
-# The cell the learner edits (tagged ``code-exercise`` in notebook 06): step 1's training
+# The cell the learner edits (tagged ``code-exercise`` in notebook 07): step 1's training
 # step, on one IPU, with the tutorial's tasks.  ``print(code_exercises.STARTING_CODE)`` gives
 # it back, to start again.
 STARTING_CODE = '''\
@@ -137,7 +137,7 @@ def _program_of(graph):
     return next(iter(registry.program_by_fetch.values()))
 
 
-@code_exercise("06.shard-the-step", solution=solution)
+@code_exercise("07.shard-the-step", solution=solution)
 def check_sharded_step(training_step):
     """``training_step(learning_rate, images, labels)``, sharded as the tutorial's step 2."""
     if not callable(training_step):

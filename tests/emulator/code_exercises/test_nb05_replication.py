@@ -1,4 +1,4 @@
-"""Notebook 04's code exercise: the solution passes, and each realistic wrong attempt gets its
+"""Notebook 05's code exercise: the solution passes, and each realistic wrong attempt gets its
 own hint drawn from what the attempt's program did, or from the SDK's own error (run in
 process, no kernel per attempt).  The attempts are the starting code with some of the
 tutorial's tasks done, as a learner would edit it."""
@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from ipu_emulator import ipu
-from ipu_emulator.code_exercises import nb04_replication as code_exercises
+from ipu_emulator.code_exercises import nb05_replication as code_exercises
 from ipu_emulator.exercises import SOLUTIONS_VARIABLE, SolutionFailed
 from tests.support.child_python import ROOT
 from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixture)
@@ -17,7 +17,7 @@ from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixt
 from tests.support.ipu_systems import configure_ipus
 
 v1 = tf.compat.v1
-NOTEBOOK = ROOT / "notebooks" / "04_replicated_graphs.ipynb"
+NOTEBOOK = ROOT / "notebooks" / "05_replicated_graphs.ipynb"
 START = code_exercises.STARTING_CODE
 PLAIN_OPTIMIZER = "optimizer = tf.train.GradientDescentOptimizer(0.05)"
 CROSS_REPLICA = ("optimizer = ipu.optimizers.CrossReplicaOptimizer(\n"

@@ -1,4 +1,4 @@
-"""Notebook 07's exercises: pipelining the tutorial's classifier over two IPUs (step 3).
+"""Notebook 09's exercises: pipelining the tutorial's classifier over two IPUs (step 3).
 
 Each check judges with the pure simulator: pipelines of equal stages in unit-cost mode.
 
@@ -38,7 +38,7 @@ REASONS = {
 }
 
 
-@exercise("07.faster-schedule", solution=lambda: ("grouped", "b"),
+@exercise("09.faster-schedule", solution=lambda: ("grouped", "b"),
           wrong=(("interleaved", "b"), ("grouped", "a"), ("grouped", "c"), "grouped",
                  ("sequential", "b")))
 def check_faster_schedule(answer):
@@ -87,7 +87,7 @@ def _simulated_bubble(stages: int, micro_batches: int) -> float:
                              unit_cost=True).metrics.bubble_fraction
 
 
-@exercise("07.textbook-bubble", solution=lambda: _textbook,
+@exercise("09.textbook-bubble", solution=lambda: _textbook,
           wrong=(lambda s, m: (s - 1) / m, lambda s, m: (s - 1) / (m + s), lambda s, m: 0.0,
                  0.0588),
           hint_on_error="your function raised an error. It receives two whole numbers, the "

@@ -1,7 +1,7 @@
-"""Notebook 04's numeric exercise: the size of the replicas' gradient all-reduce.
+"""Notebook 05's numeric exercise: the size of the replicas' gradient all-reduce.
 
 (The notebook's code exercise, replicating a training program, is
-``ipu_emulator.code_exercises.nb04_replication``.)
+``ipu_emulator.code_exercises.nb05_replication``.)
 
     >>> check_all_reduce_bytes(101_800).ok, check_all_reduce_bytes(2 * 101_800).ok
     (True, False)
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ipu_emulator.exercises import exercise, is_whole_number, not_yet, right
 
-# 04.all-reduce-bytes: the notebook's model (784 -> 32 -> 10) with a mini-batch twice as big.
+# 05.all-reduce-bytes: the notebook's model (784 -> 32 -> 10) with a mini-batch twice as big.
 LAYER_SIZES = (784, 32, 10)
 
 
@@ -20,7 +20,7 @@ def _gradient_bytes() -> int:
                    for inputs, outputs in zip(LAYER_SIZES, LAYER_SIZES[1:]))
 
 
-@exercise("04.all-reduce-bytes", solution=_gradient_bytes,
+@exercise("05.all-reduce-bytes", solution=_gradient_bytes,
           wrong=(2 * 101_800, 101_800 // 2, 64, 25_450, "101,800"))
 def check_all_reduce_bytes(count):
     """Bytes each replica all-reduces per weight update when the mini-batch grows from 32 to

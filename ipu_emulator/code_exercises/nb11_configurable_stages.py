@@ -1,4 +1,4 @@
-"""Notebook 08's code exercise: build the pipeline's stages from a list of splits (pipelining
+"""Notebook 11's code exercise: build the pipeline's stages from a list of splits (pipelining
 tutorial, step 4, tasks c and d).
 
 The learner starts from step 3's pipeline written with the notebook's layer functions: two
@@ -75,7 +75,7 @@ def _cel(learning_rate, logits, labels):
     return learning_rate, tf.reduce_mean(per_image)
 
 
-# Notebook 08's layers, as its discover_layers finds them: (position, name, function).
+# Notebook 11's layers, as its discover_layers finds them: (position, name, function).
 LAYERS = [Layer(10, "flatten", _flatten),
           Layer(20, "dense256", lambda *args: _relu(256, *args)),
           Layer(30, "dense128", lambda *args: _relu(128, *args)),
@@ -87,12 +87,12 @@ LAYER_NAMES = [layer.name for layer in LAYERS]
 
 
 def optimizer_function(learning_rate, loss):
-    """Notebook 08's optimizer function (step 3's)."""
+    """Notebook 11's optimizer function (step 3's)."""
     optimizer = tf.compat.v1.train.GradientDescentOptimizer(learning_rate=learning_rate)
     return pipelining_ops.OptimizerFunctionOutput(optimizer, loss)
 
 
-# The cell the learner edits (tagged ``code-exercise`` in notebook 08): step 3's pipeline
+# The cell the learner edits (tagged ``code-exercise`` in notebook 11): step 3's pipeline
 # with the stages hard-coded, and the tutorial's tasks.  ``print(code_exercises.STARTING_CODE)``
 # gives it back, to start again.
 STARTING_CODE = '''\
@@ -250,7 +250,7 @@ def _problem(ran: _Ran, splits: Sequence[str]):
     return None
 
 
-@code_exercise("08.stages-from-splits", solution=solution)
+@code_exercise("11.stages-from-splits", solution=solution)
 def check_configurable_pipeline(pipeline_for_splits):
     """``pipeline_for_splits(layers, splits, learning_rate, infeed, outfeed)``: the stages
     the splits describe, for any splits."""

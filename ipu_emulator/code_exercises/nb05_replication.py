@@ -1,4 +1,4 @@
-"""Notebook 04's code exercise: replicate a one-IPU training program (tutorial 4).
+"""Notebook 05's code exercise: replicate a one-IPU training program (tutorial 4).
 
 The learner starts from a one-IPU program in the tutorial's order (an infeed and an outfeed
 with names, the training step as the body of ``ipu.loops.repeat``, the loop compiled, the IPU
@@ -46,7 +46,7 @@ _MISMATCH = re.compile(r"created with replication_factor (\d+), however the (IPU
                        r"been configured with replication_factor (\d+)")
 
 
-# The cell the learner edits (tagged ``code-exercise`` in notebook 04): a one-IPU program in the
+# The cell the learner edits (tagged ``code-exercise`` in notebook 05): a one-IPU program in the
 # tutorial's order, with the tutorial's tasks.  ``print(code_exercises.STARTING_CODE)`` gives it
 # back, to start again.
 STARTING_CODE = '''\
@@ -180,7 +180,7 @@ def _runs(count: int) -> str:
     return "one engine run" if count == 1 else f"{count} engine runs"
 
 
-@code_exercise("04.replicate", solution=solution)
+@code_exercise("05.replicate", solution=solution)
 def check_replicated_training(train):
     """``train(images, labels, steps)``: replicated on two IPUs the tutorial's way."""
     if not callable(train):

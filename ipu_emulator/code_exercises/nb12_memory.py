@@ -1,8 +1,8 @@
-"""Notebook 09's code exercise: fit IPU 0 in a memory budget with the SDK's own options
+"""Notebook 12's code exercise: fit IPU 0 in a memory budget with the SDK's own options
 (the pipelining tutorial's further considerations: recomputation, offloading, the gradient
 accumulation buffers' type).
 
-The learner starts from notebook 09's reference pipeline, written as two functions:
+The learner starts from notebook 12's reference pipeline, written as two functions:
 ``configure_ipus()`` configures a device of two IPUs, and ``pipelined_model(infeed, outfeed)``
 returns the pipeline (the notebook's ``stage1``, ``stage2`` and momentum optimizer, 16
 micro-batches per weight update, 2 passes per run).  They switch on, in code, the options
@@ -72,24 +72,24 @@ def _dense(x, units, name, activation=tf.nn.relu):
 
 
 def stage1(images, labels):
-    """Notebook 09's first stage (IPU 0): the wide layers."""
+    """Notebook 12's first stage (IPU 0): the wide layers."""
     return _dense(_dense(_dense(images, 256, "dense256"), 128, "dense128"), 64, "dense64"), labels
 
 
 def stage2(hidden, labels):
-    """Notebook 09's second stage (IPU 1): the narrow layers and the loss."""
+    """Notebook 12's second stage (IPU 1): the narrow layers and the loss."""
     logits = _dense(_dense(hidden, 32, "dense32"), 10, "logits", activation=None)
     return tf.reduce_mean(
         tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
 
 
 def optimizer_function(loss):
-    """Notebook 09's optimizer: momentum, whose state is as big as the weights."""
+    """Notebook 12's optimizer: momentum, whose state is as big as the weights."""
     optimizer = tf.compat.v1.train.MomentumOptimizer(LEARNING_RATE, MOMENTUM)
     return pipelining_ops.OptimizerFunctionOutput(optimizer, loss)
 
 
-# The cell the learner edits (tagged ``code-exercise`` in notebook 09): the reference
+# The cell the learner edits (tagged ``code-exercise`` in notebook 12): the reference
 # pipeline.  ``print(code_exercises.STARTING_CODE)`` gives it back, to start again.
 STARTING_CODE = '''\
 # Your turn: fit IPU 0 in 2.5 MB, in code. The options, in Graphcore's SDK:
@@ -214,7 +214,7 @@ def _asks_for_recomputation(*functions) -> bool:
     return False
 
 
-@code_exercise("09.fit-in-memory", solution=SOLUTION)
+@code_exercise("12.fit-in-memory", solution=SOLUTION)
 def check_fits_in_memory(configure_ipus, pipelined_model=None):
     """``configure_ipus()`` and ``pipelined_model(infeed, outfeed)``: IPU 0 within the budget,
     with the shortest pass."""

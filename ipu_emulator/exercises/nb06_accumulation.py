@@ -1,7 +1,7 @@
-"""Notebook 05's numeric exercise: an accumulation count the compiler accepts.
+"""Notebook 06's numeric exercise: an accumulation count the compiler accepts.
 
 (The notebook's code exercise, making a program accumulate, is
-``ipu_emulator.code_exercises.nb05_accumulation``.)
+``ipu_emulator.code_exercises.nb06_accumulation``.)
 
     >>> check_accumulation_count(12).ok, check_accumulation_count(10).ok
     (True, False)
@@ -12,7 +12,7 @@ import math
 
 from ipu_emulator.exercises import exercise, is_whole_number, not_yet, right
 
-# 05.accumulation-count: mini-batches of 32, at least 300 images per update, a loop of 48.
+# 06.accumulation-count: mini-batches of 32, at least 300 images per update, a loop of 48.
 MINI_BATCH = 32
 AT_LEAST = 300
 LOOP_ITERATIONS = 48
@@ -25,7 +25,7 @@ def _smallest_accepted_count() -> int:
     return count
 
 
-@exercise("05.accumulation-count", solution=_smallest_accepted_count,
+@exercise("06.accumulation-count", solution=_smallest_accepted_count,
           wrong=(10, 9, 16, 24, 48, "12"))
 def check_accumulation_count(count):
     """The smallest ``num_mini_batches`` that gives at least 300 images per update with

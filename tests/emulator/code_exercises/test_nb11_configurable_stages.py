@@ -1,4 +1,4 @@
-"""Notebook 08's code exercise: the solution passes, and each realistic wrong attempt at
+"""Notebook 11's code exercise: the solution passes, and each realistic wrong attempt at
 building stages from splits gets its own hint, drawn from what its program did (in process)."""
 import json
 
@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from ipu_emulator import ipu
-from ipu_emulator.code_exercises import nb08_configurable_stages as code_exercises
+from ipu_emulator.code_exercises import nb11_configurable_stages as code_exercises
 from ipu_emulator.exercises import SOLUTIONS_VARIABLE, SolutionFailed
 from tests.support.child_python import ROOT
 from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixture)
@@ -125,13 +125,13 @@ def test_in_solutions_mode_the_check_runs_the_solution(monkeypatch):
 
 
 def test_the_starting_code_is_the_notebooks_exercise_cell():
-    notebook = json.loads((ROOT / "notebooks" / "08_configurable_stages.ipynb").read_text())
+    notebook = json.loads((ROOT / "notebooks" / "11_configurable_stages.ipynb").read_text())
     [cell] = [c for c in notebook["cells"] if "code-exercise" in c["metadata"].get("tags", [])]
     assert "".join(cell["source"]) == code_exercises.STARTING_CODE  # what a reset restores
 
 
 def test_the_solution_shown_in_the_notebook_passes():
-    notebook = json.loads((ROOT / "notebooks" / "08_configurable_stages.ipynb").read_text())
+    notebook = json.loads((ROOT / "notebooks" / "11_configurable_stages.ipynb").read_text())
     cells = notebook["cells"]
     [index] = [k for k, c in enumerate(cells) if "code-exercise" in c["metadata"].get("tags", [])]
     shown = "".join(cells[index + 2]["source"])

@@ -1,4 +1,4 @@
-"""Notebook 11's exercise: the bubble formula of interleaved 1F1B, used to plan a pipeline,
+"""Notebook 10's exercise: the bubble formula of interleaved 1F1B, used to plan a pipeline,
 checked against the simulator (unit-cost stages, a backward as long as a forward).
 
 Interleaved 1F1B on 4 IPUs with 8 micro-batches: how many chunks (virtual stages) per IPU
@@ -39,7 +39,7 @@ def _fewest_chunks() -> int:
                                  limit=MAX_CHUNKS)
 
 
-@exercise("11.chunks-per-ipu", solution=_fewest_chunks, wrong=(1, 2, 3, 8, 0, "4"))
+@exercise("10.chunks-per-ipu", solution=_fewest_chunks, wrong=(1, 2, 3, 8, 0, "4"))
 def check_chunks_per_ipu(chunks_per_ipu):
     """The fewest chunks per IPU that bring interleaved 1F1B's bubble under 10 % (4 IPUs,
     8 micro-batches)."""

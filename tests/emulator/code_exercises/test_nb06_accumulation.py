@@ -1,4 +1,4 @@
-"""Notebook 05's code exercise: the solution passes, and each realistic wrong attempt gets its
+"""Notebook 06's code exercise: the solution passes, and each realistic wrong attempt gets its
 own hint drawn from what the attempt's program did (the record's weight updates, accumulation
 count, mini-batches and engine runs), or from the SDK's own error (run in process, no kernel
 per attempt).  Most attempts are the starting code edited as a learner would."""
@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from ipu_emulator import ipu
-from ipu_emulator.code_exercises import nb05_accumulation as code_exercises
+from ipu_emulator.code_exercises import nb06_accumulation as code_exercises
 from ipu_emulator.exercises import SOLUTIONS_VARIABLE, SolutionFailed
 from tests.support.child_python import ROOT
 from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixture)
@@ -17,7 +17,7 @@ from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixt
 from tests.support.ipu_systems import configure_ipus
 
 v1 = tf.compat.v1
-NOTEBOOK = ROOT / "notebooks" / "05_single_ipu_gradient_accumulation.ipynb"
+NOTEBOOK = ROOT / "notebooks" / "06_single_ipu_gradient_accumulation.ipynb"
 START = code_exercises.STARTING_CODE
 PLAIN_OPTIMIZER = "optimizer = tf.train.GradientDescentOptimizer(0.01)"
 

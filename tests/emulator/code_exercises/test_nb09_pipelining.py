@@ -1,4 +1,4 @@
-"""Notebook 07's code exercise: the solution passes, and each realistic wrong attempt gets its
+"""Notebook 09's code exercise: the solution passes, and each realistic wrong attempt gets its
 own hint drawn from what the attempt's program did or the SDK's own error (run in process, no
 kernel per attempt)."""
 import json
@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from ipu_emulator import ipu
-from ipu_emulator.code_exercises import nb07_pipelining as code_exercises
+from ipu_emulator.code_exercises import nb09_pipelining as code_exercises
 from ipu_emulator.exercises import SOLUTIONS_VARIABLE, SolutionFailed
 from tests.support.child_python import ROOT
 from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixture)
@@ -119,7 +119,7 @@ def test_in_solutions_mode_the_check_runs_the_solution(monkeypatch):
 
 
 def test_the_starting_code_is_the_notebooks_exercise_cell():
-    notebook = json.loads((ROOT / "notebooks" / "07_pipelining.ipynb").read_text())
+    notebook = json.loads((ROOT / "notebooks" / "09_pipelining.ipynb").read_text())
     [cell] = [c for c in notebook["cells"] if "code-exercise" in c["metadata"].get("tags", [])]
     assert "".join(cell["source"]) == code_exercises.STARTING_CODE  # what a reset restores
 

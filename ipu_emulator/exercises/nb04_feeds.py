@@ -1,4 +1,4 @@
-"""Notebook 10's exercise: the feeds explorer without TensorFlow (tutorial 3's MLP from the
+"""Notebook 04's exercise: the feeds explorer without TensorFlow (tutorial 3's MLP from the
 cost model, 10,000 steps, batches of 32, simulated on a GC200 by ``sim.feeds``, as the
 feeds explorer simulates it).
 
@@ -47,7 +47,7 @@ def _break_even() -> int:
     return smallest_whole_number(lambda n: ideal_launch_share(n) <= LAUNCH_SHARE, limit=STEPS)
 
 
-@exercise("10.break-even", solution=_break_even, wrong=(10, 28, 30, 50, 100, 1000, 0, "60"))
+@exercise("04.break-even", solution=_break_even, wrong=(10, 28, 30, 50, 100, 1000, 0, "60"))
 def check_break_even(steps_per_execution):
     """The fewest steps per execution at which launching takes at most half of the training,
     on the ideal host."""

@@ -1,4 +1,4 @@
-"""Notebook 09's code exercise: the solution passes, and each realistic wrong choice of memory
+"""Notebook 12's code exercise: the solution passes, and each realistic wrong choice of memory
 options gets its own hint, drawn from the options the run really used (in process)."""
 import json
 
@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from ipu_emulator import ipu
-from ipu_emulator.code_exercises import nb09_memory as code_exercises
+from ipu_emulator.code_exercises import nb12_memory as code_exercises
 from ipu_emulator.exercises import SOLUTIONS_VARIABLE, SolutionFailed
 from tests.support.child_python import ROOT
 from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixture)
@@ -123,13 +123,13 @@ def test_in_solutions_mode_the_check_runs_the_solution(monkeypatch):
 
 
 def test_the_starting_code_is_the_notebooks_exercise_cell():
-    notebook = json.loads((ROOT / "notebooks" / "09_further_considerations.ipynb").read_text())
+    notebook = json.loads((ROOT / "notebooks" / "12_further_considerations.ipynb").read_text())
     [cell] = [c for c in notebook["cells"] if "code-exercise" in c["metadata"].get("tags", [])]
     assert "".join(cell["source"]) == code_exercises.STARTING_CODE  # what a reset restores
 
 
 def test_the_solution_shown_in_the_notebook_passes():
-    notebook = json.loads((ROOT / "notebooks" / "09_further_considerations.ipynb").read_text())
+    notebook = json.loads((ROOT / "notebooks" / "12_further_considerations.ipynb").read_text())
     cells = notebook["cells"]
     [index] = [k for k, c in enumerate(cells) if "code-exercise" in c["metadata"].get("tags", [])]
     shown = "".join(cells[index + 2]["source"])

@@ -1,4 +1,4 @@
-"""Notebook 06's code exercise: the solution passes, and each realistic wrong attempt gets its
+"""Notebook 07's code exercise: the solution passes, and each realistic wrong attempt gets its
 own hint drawn from what the attempt's program did (run in process, no kernel per attempt)."""
 import json
 
@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from ipu_emulator import ipu
-from ipu_emulator.code_exercises import nb06_sharding as code_exercises
+from ipu_emulator.code_exercises import nb07_sharding as code_exercises
 from ipu_emulator.exercises import SOLUTIONS_VARIABLE, SolutionFailed
 from tests.support.child_python import ROOT
 from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixture)
@@ -117,7 +117,7 @@ def test_the_starting_code_runs_on_one_ipu_and_is_the_notebooks_exercise_cell():
     exec(code_exercises.STARTING_CODE, namespace)  # pylint: disable=exec-used
     feedback = code_exercises.check_sharded_step(namespace["sharded_training_step"])
     assert "ran on one IPU" in feedback.text
-    notebook = json.loads((ROOT / "notebooks" / "06_sharding.ipynb").read_text())
+    notebook = json.loads((ROOT / "notebooks" / "07_sharding.ipynb").read_text())
     [cell] = [c for c in notebook["cells"] if "code-exercise" in c["metadata"].get("tags", [])]
     assert "".join(cell["source"]) == code_exercises.STARTING_CODE  # what a reset restores
 

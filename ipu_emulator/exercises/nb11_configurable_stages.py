@@ -1,4 +1,4 @@
-"""Notebook 08's exercises: stages chosen at run time from a list of splits (step 4).
+"""Notebook 11's exercises: stages chosen at run time from a list of splits (step 4).
 
 Splits are judged with the pure simulator, on the built-in description of the tutorial's
 classifier (the same one the notebook's splits picker uses): micro-batches of 32, Grouped,
@@ -51,7 +51,7 @@ def _best_four_stages() -> Tuple[str, ...]:
     return min(times, key=times.get)
 
 
-@exercise("08.four-stages", solution=_best_four_stages,
+@exercise("11.four-stages", solution=_best_four_stages,
           wrong=(("dense128", "dense64", "dense32"), ("dense64", "dense32", "cel"),
                  ("dense32",), "dense32", ("dense32", "dense128", "cel")),
           hint_on_error="those splits cannot be simulated: name three different layers from "

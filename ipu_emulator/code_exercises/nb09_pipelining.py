@@ -1,4 +1,4 @@
-"""Notebook 07's code exercise: pipeline the sharded program yourself (pipelining tutorial,
+"""Notebook 09's code exercise: pipeline the sharded program yourself (pipelining tutorial,
 step 3).
 
 The learner starts from step 2's program: ``pipelined_model(learning_rate, infeed, outfeed)``
@@ -59,7 +59,7 @@ _SCHEDULE_NAMES = {"grouped": "Grouped", "interleaved": "Interleaved",
                    "sequential": "Sequential"}
 
 
-# The cell the learner edits (tagged ``code-exercise`` in notebook 07): step 2's sharded
+# The cell the learner edits (tagged ``code-exercise`` in notebook 09): step 2's sharded
 # program, with the tutorial's tasks.  ``print(code_exercises.STARTING_CODE)`` gives it back,
 # to start again.
 STARTING_CODE = '''\
@@ -217,7 +217,7 @@ def _stage_words(index):
     return ("first", "second", "third", "fourth")[index] if index < 4 else f"{index + 1}th"
 
 
-@code_exercise("07.pipeline-the-model", solution=solution)
+@code_exercise("09.pipeline-the-model", solution=solution)
 def check_pipelined_model(pipelined_model):
     """``pipelined_model(learning_rate, infeed, outfeed)``, pipelined as the tutorial's
     step 3."""

@@ -1,4 +1,4 @@
-"""Notebook 05's code exercise: accumulate gradients on one IPU (pipelining tutorial, step 1).
+"""Notebook 06's code exercise: accumulate gradients on one IPU (pipelining tutorial, step 1).
 
 The learner starts from a looped one-IPU program that changes the weights after every
 mini-batch (an infeed, ``ipu.loops.repeat`` of 20 mini-batches per ``sess.run``, plain gradient
@@ -45,7 +45,7 @@ SDK_HINTS = {
 }
 
 
-# The cell the learner edits (tagged ``code-exercise`` in notebook 05): a looped one-IPU
+# The cell the learner edits (tagged ``code-exercise`` in notebook 06): a looped one-IPU
 # program that updates the weights after every mini-batch, with the tasks.
 # ``print(code_exercises.STARTING_CODE)`` gives it back, to start again.
 STARTING_CODE = '''\
@@ -122,7 +122,7 @@ def _mini_batches(count: int) -> str:
     return "one mini-batch" if count == 1 else f"{count} mini-batches"
 
 
-@code_exercise("05.accumulate", solution=solution)
+@code_exercise("06.accumulate", solution=solution)
 def check_accumulating_training(train):
     """``train(images, labels, runs)``: one weight update per 16 mini-batches, two per run."""
     if not callable(train):
