@@ -44,6 +44,11 @@ $(STAMP): pyproject.toml
 # so a bare `make` still means `make env`).
 include lite/lite.mk
 
+# A kernel whose notebook was closed without shutting it down holds 0.3-0.4 GB of TensorFlow;
+# after 30 idle minutes with no notebook open the server shuts it down (open notebooks' kernels
+# are never culled: cull_connected stays False).
+CULL_CLOSED_KERNELS := --MappingKernelManager.cull_idle_timeout=1800 --MappingKernelManager.cull_interval=300
+
 # As root (classroom containers, cloud VMs) Jupyter refuses to start without --allow-root.
 # Jupyter prints the URL to open (with its token) once the server is up.  The notebooks are
 # stored with outputs we made; trusting them lets JupyterLab show their stored SVG traces and
@@ -53,7 +58,7 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
 	@echo "Starting JupyterLab on notebooks/: open the http://127.0.0.1:... URL it prints below."
 	@$(BIN)/jupyter trust notebooks/*.ipynb > /dev/null
-	$(BIN)/jupyter lab --notebook-dir=notebooks $(ALLOW_ROOT)
+	$(BIN)/jupyter lab --notebook-dir=notebooks $(ALLOW_ROOT) $(CULL_CLOSED_KERNELS)
 
 # The bundled data sample keeps test runs offline and reproducible.  The notebooks run with
 # their exercises solved (IPU_LAB_SOLUTIONS=1: each check fills in its solution and fails the
