@@ -1,4 +1,4 @@
-"""Notebook 00's exercises: how long a BSP superstep takes, and what balancing the tiles buys.
+"""Notebook 00's exercise: how long a BSP superstep takes (and what balancing the tiles buys).
 
 A superstep is a compute phase on every tile, a sync and an exchange.  The sync waits for the
 last tile, so the compute phase lasts as long as the slowest tile's work, not the sum of the
@@ -78,34 +78,6 @@ def check_superstep_cycles(cycles):
     return not_yet(_hint_for_a_wrong_superstep(answer, TILE_CYCLES))
 
 
-@exercise("00.balanced-superstep",
-          solution=lambda: superstep_cycles(balanced(TILE_CYCLES), SYNC_CYCLES, EXCHANGE_CYCLES),
-          wrong=(2050, 4750, 4200, 1050, 1500, "1600"))
-def check_balanced_superstep(cycles):
-    """The same total work spread evenly over the four tiles: how many cycles does the
-    superstep take now?"""
-    answer = _as_number(cycles)
-    if answer is None:
-        return not_yet("answer with a number of cycles, without quotes.")
-    even = balanced(TILE_CYCLES)
-    expected = superstep_cycles(even, SYNC_CYCLES, EXCHANGE_CYCLES)
-    if answer == expected:
-        saved = superstep_cycles(TILE_CYCLES, SYNC_CYCLES, EXCHANGE_CYCLES) - expected
-        return right(f"each tile now computes {even[0]:,.0f} cycles, so the compute phase "
-                     f"is that long, and the superstep is {saved:,.0f} cycles shorter with "
-                     "the same work: no tile waits. Spreading the work evenly over the "
-                     "tiles is one of the jobs of Poplar, the IPU's graph compiler.")
-    if answer == superstep_cycles(TILE_CYCLES, SYNC_CYCLES, EXCHANGE_CYCLES):
-        return not_yet("that is the superstep before the work was spread out. With every "
-                       "tile doing the same share of the total, how long is the slowest "
-                       "tile now?")
-    if answer in (sum(TILE_CYCLES), sum(TILE_CYCLES) + SYNC_CYCLES + EXCHANGE_CYCLES):
-        return not_yet("the tiles still compute at the same time, not one after another. "
-                       "First work out each tile's share of the total.")
-    return not_yet("share the total compute of the four tiles equally, then add the sync "
-                   "and the exchange, which do not change.")
-
-
 # --- the figure -----------------------------------------------------------------------------
 
 WAIT_COLOUR = "#eeeeee"  # a tile that has finished, waiting for the slowest at the sync
@@ -169,8 +141,8 @@ def draw_superstep(compute: Sequence[float], sync: float = SYNC_CYCLES,
     # Tick labels at the start, the end of the compute phase and the end (the sync's end is
     # too close to the compute's to label both).
     for cycles in sorted({0, slowest, total}):
-        parts.append(f'<text x="{x(cycles):.1f}" y="{axis_y + 16}" text-anchor="middle" '
-                     f'font-size="10px">{cycles:,.0f}</text>')
+        parts.append(f'<text x="{x(cycles):.1f}" y="{axis_y + 16}" text-anchor="middle">'
+                     f'{cycles:,.0f}</text>')
     parts.append(f'<text x="{(_LEFT + _WIDTH - _RIGHT) / 2}" y="{axis_y + 32}" '
                  'text-anchor="middle">cycles</text>')
     legend_y = axis_y + 50
