@@ -45,7 +45,8 @@ EXTRA_DEPENDS = {"ipython": ["ipython-pygments-lexers"],
 # Preloaded while Pyodide starts, so the notebook imports them with no %pip cell.
 PRELOAD = ["micropip", "ipu-emulator"]
 
-NOTEBOOKS = ["notebooks/08_pipeline_playground.ipynb", "notebooks/04_feeds_explorer.ipynb",
+NOTEBOOKS = ["notebooks/00_how_an_ipu_runs_a_program.ipynb",
+             "notebooks/08_pipeline_playground.ipynb", "notebooks/04_feeds_explorer.ipynb",
              "notebooks/10_pipeline_schedules.ipynb"]
 
 

@@ -108,7 +108,7 @@ def check_the_playground(page, context, server):
     playground.get_by_text(SDK_MESSAGE).first.wait_for(state="visible", timeout=REDRAW_TIMEOUT)
     assert trace.inner_html() == last_trace, "the last valid trace should stay"
     assert_no_errors(page, network, PLAYGROUND)
-    screenshot(playground, screenshots_dir() / "lite_00_playground_invalid_count.png")
+    screenshot(playground, screenshots_dir() / "lite_08_playground_invalid_count.png")
 
     # A second visit: the HTTP cache is warm, the saved notebook and workspace are not.
     clear_site_storage(page, origin)
