@@ -6,7 +6,14 @@ human-readable problems, empty when the picture is legible:
 * no two drawn text labels overlap (1 px tolerance), wherever they are in the figure;
 * every label drawn in a box (a micro-batch number) lies inside that box with a pixel to spare;
 * every IPU lane with compute (forward, backward, weight update, recompute) shows at least one
-  compute box ``MIN_COMPUTE_PX`` wide: a lane whose compute is all hairlines teaches nothing.
+  compute box ``MIN_COMPUTE_PX`` wide: a lane whose compute is all hairlines teaches nothing;
+* every pipeline phase shaded in a trace is named somewhere in the picture: above its
+  shading, in full or short ("up", "down", "WU"), or in the legend;
+* no text is smaller than the axis tick labels (6-7 px micro-batch numbers and notes are
+  not read);
+* each legend entry of a kind has the colour its boxes are drawn in (seen in the drawn
+  picture: a box under a translucent hatching is not the colour of its swatch);
+* a figure has at most one legend: traces compared one above the other share one.
 
     >>> svg_problems('<svg xmlns="http://www.w3.org/2000/svg" style="font-size:11px">'
     ...              '<text x="10" y="20">IPU0</text><text x="14" y="21">IPU1</text></svg>')
@@ -22,13 +29,17 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
-from ipu_emulator.views.style import KIND_COLOURS
+from ipu_emulator.views.style import KIND_COLOURS, phase_short
 
 COMPUTE_KINDS = ("forward", "backward", "weight_update", "recompute")
 MIN_COMPUTE_PX = 3.0
 TOLERANCE_PX = 1.0  # anti-aliasing and rounding: texts may touch by a pixel
 ROOM_PX = 1.0       # a box label keeps this much of its box free on each side
 _LANE_NAME = re.compile(r"^(IPU\d+|host)$")
+SIZE_TOLERANCE = 0.05   # points (matplotlib) or pixels (SVG)
+COLOUR_TOLERANCE = 0.06  # per channel, on 0..1: a swatch and its boxes look the same
+KIND_GID = "kind:"       # gid of a trace's boxes of one kind: "kind:<legend entry>"
+PHASE_GID = "phase:"     # gid of a phase's shading: "phase:<phase name>"
 
 
 class _Box(NamedTuple):
@@ -103,6 +114,57 @@ def _in(where: str) -> str:
     return f" in {where}" if where else ""
 
 
+def _unnamed_phases(phases: Iterable[str], texts: Sequence[str], where: str) -> List[str]:
+    """Phases whose name (whole words) or short form (a whole text) no text shows."""
+    problems = []
+    for name in dict.fromkeys(phases):
+        whole = re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])")
+        short = phase_short(name)
+        if not any(whole.search(text) or text.strip() == short for text in texts):
+            problems.append(f"phase {name!r}{_in(where)} is shaded but named nowhere (neither "
+                            f"above its lanes, in full or as {short!r}, nor in the legend)")
+    return problems
+
+
+def _smaller_than_ticks(sizes: Sequence[Tuple[str, str, float]], tick_size: Optional[float],
+                        unit: str) -> List[str]:
+    """``sizes``: (text, where, size); every text smaller than the tick labels."""
+    if tick_size is None:
+        return []
+    return [f"text {text!r}{_in(where)} is {size:.3g} {unit}, smaller than the tick labels "
+            f"({tick_size:.3g} {unit})"
+            for text, where, size in sizes if size < tick_size - SIZE_TOLERANCE]
+
+
+def _hex(rgb) -> str:
+    return "#" + "".join(f"{round(255 * c):02x}" for c in rgb)
+
+
+def _same_colour(a, b) -> bool:
+    return max(abs(x - y) for x, y in zip(a, b)) <= COLOUR_TOLERANCE
+
+
+def _miscoloured(entries: Sequence[Tuple[str, tuple, object]], boxes: Dict[object, List[tuple]],
+                 where: str = "") -> List[str]:
+    """``entries``: (legend text, swatch colour as shown, key of its boxes); ``boxes``: key ->
+    the colours those boxes show.  A kind none of whose boxes shows its swatch's colour
+    (faded boxes of a followed micro-batch's neighbours may differ, as long as some box
+    matches)."""
+    problems = []
+    for text, swatch, key in entries:
+        shown = boxes.get(key)
+        if shown and not any(_same_colour(swatch, colour) for colour in shown):
+            drawn = ", ".join(dict.fromkeys(_hex(c) for c in shown))
+            problems.append(f"legend entry {text!r}{_in(where)} is {_hex(swatch)}, its boxes "
+                            f"are drawn {drawn}")
+    return problems
+
+
+def _legends(count: int, where: str) -> List[str]:
+    return ([f"{count} legends in one {where}: one legend per figure (traces compared one "
+             "above the other share one)"] if count > 1 else [])
+
+
 # -- matplotlib --------------------------------------------------------------------------
 
 
@@ -119,12 +181,26 @@ def figure_problems(fig) -> List[str]:
     labels = [(label, text) for label, text in labels if label is not None]
     problems = _overlaps([label for label, _ in labels])
     drawn_ids = {id(text) for text in drawn}
+    tick_ids = _tick_label_ids(fig)
+    ticks = [text for text in drawn if id(text) in tick_ids]
+    problems += _smaller_than_ticks(
+        [(text.get_text(), _axes_name(text.axes), text.get_fontsize()) for text in drawn],
+        max((text.get_fontsize() for text in ticks), default=None), "pt")
+    legends = [legend for legend in [ax.get_legend() for ax in fig.axes] + list(fig.legends)
+               if legend is not None and legend.get_visible()]
+    problems += _legends(len(legends), "figure")
+    pixels = _pixels(fig)
+    boxes = _kind_colours(fig, pixels)
+    for legend in legends:
+        problems += _miscoloured(_swatches(legend, renderer, fig, pixels, boxes), boxes)
+    texts = [text.get_text() for text in drawn]
     for ax in fig.axes:
         if not isinstance(ax, Axes) or not ax.get_visible():
             continue
         opaque = [box for box, _ in _bar_boxes(ax, fig)]
         own = {id(text) for text in ax.texts}  # labels placed in the axes, not its ticks
         problems += _misfits([label for label, text in labels if id(text) in own], opaque)
+        problems += _unnamed_phases(_phases_in_view(ax, fig), texts, _axes_name(ax))
         lanes = _lane_rows(ax, fig, drawn_ids)
         if lanes:
             problems += _thin_lanes(_compute_widths(ax, fig, lanes), _axes_name(ax))
@@ -132,6 +208,108 @@ def figure_problems(fig) -> List[str]:
                 problems.append(f"trace{_in(_axes_name(ax))} shows no event: its time axis "
                                 "is out of the events' range")
     return problems
+
+
+def _tick_label_ids(fig) -> set:
+    ids = set()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            for tick in axis.majorTicks + axis.minorTicks:
+                ids.update((id(tick.label1), id(tick.label2)))
+    return ids
+
+
+class _Pixels(NamedTuple):
+    """The drawn picture: RGBA bytes, rows from the top."""
+    data: bytes
+    width: int
+    height: int
+
+    def rgb(self, x: int, y: int) -> Tuple[int, int, int]:
+        at = 4 * (y * self.width + x)
+        return self.data[at], self.data[at + 1], self.data[at + 2]
+
+
+def _pixels(fig) -> _Pixels:
+    buffer = fig.canvas.buffer_rgba()
+    height, width = buffer.shape[:2]
+    return _Pixels(bytes(buffer), width, height)
+
+
+_SAMPLES = 12  # sample points per side of a box: enough to outvote a number or an edge
+
+
+def _shown_colour(pixels: _Pixels, box: _Box, inset: float = 2.0) -> Optional[tuple]:
+    """The colour most of a box's inside shows (a micro-batch number or an edge covers
+    less; sampled on a grid), or None for a box too small to tell."""
+    import math
+    from collections import Counter
+
+    x0, x1 = max(math.ceil(box.x0 + inset), 0), min(math.floor(box.x1 - inset), pixels.width)
+    y0, y1 = max(math.ceil(box.y0 + inset), 0), min(math.floor(box.y1 - inset), pixels.height)
+    if x1 - x0 < 1 or y1 - y0 < 1:
+        return None
+    xs = range(x0, x1, max(1, (x1 - x0) // _SAMPLES))
+    ys = range(y0, y1, max(1, (y1 - y0) // _SAMPLES))
+    counts = Counter(pixels.rgb(x, y) for x in xs for y in ys)
+    return tuple(c / 255 for c in counts.most_common(1)[0][0])
+
+
+def _swatches(legend, renderer, figure, pixels, boxes) -> List[Tuple[str, tuple, object]]:
+    """(entry text, the colour its patch shows, the key of its boxes in ``boxes``) for a
+    legend's patch entries: boxes tagged with its text, else boxes given its patch's colour."""
+    from matplotlib.colors import to_rgba
+    from matplotlib.patches import Patch
+
+    entries = []
+    for handle, text in zip(legend.legend_handles, legend.get_texts()):
+        if isinstance(handle, Patch) and text.get_text():
+            colour = _shown_colour(pixels, _flipped(handle.get_window_extent(renderer), figure),
+                                   inset=1.0)
+            key = text.get_text() if text.get_text() in boxes else _declared(
+                to_rgba(handle.get_facecolor()))
+            if colour is not None:
+                entries.append((text.get_text(), colour, key))
+    return entries
+
+
+def _declared(rgba) -> tuple:
+    return ("colour",) + tuple(round(float(c), 3) for c in rgba)
+
+
+def _kind_colours(figure, pixels) -> Dict[object, List[tuple]]:
+    """The colours boxes show in the drawn picture, by kind: boxes whose collection has gid
+    ``"kind:<text>"`` (the traces') or the label ``<text>`` under that text; untagged boxes
+    under the colour they were given (``_declared``)."""
+    shown: Dict[object, List[tuple]] = {}
+    for ax in figure.axes:
+        for collection in ax.collections:
+            gid, label = collection.get_gid() or "", collection.get_label() or ""
+            name = gid[len(KIND_GID):] if gid.startswith(KIND_GID) else label
+            tagged = bool(name) and not name.startswith("_")
+            colours = collection.get_facecolor()
+            if not tagged and len(colours) == 0:
+                continue
+            transform = collection.get_transform()
+            for index, path in enumerate(collection.get_paths()):
+                if _is_rectangle(path.vertices):
+                    colour = _shown_colour(pixels, _flipped(path.get_extents(transform), figure))
+                    if colour is not None:
+                        key = name if tagged else _declared(colours[index % len(colours)])
+                        shown.setdefault(key, []).append(colour)
+    return shown
+
+
+def _phases_in_view(ax, figure) -> List[str]:
+    """The phases shaded (patches with gid ``"phase:<name>"``) at least a pixel wide in view."""
+    names = []
+    for patch in ax.patches:
+        gid = patch.get_gid() or ""
+        if gid.startswith(PHASE_GID) and patch.get_visible():
+            box = patch.get_window_extent()
+            if min(box.x1, ax.bbox.x1) - max(box.x0, ax.bbox.x0) >= 1.0:
+                names.append(gid[len(PHASE_GID):])
+    return names
 
 
 def _draw_recording_texts(fig):
@@ -276,12 +454,36 @@ def svg_problems(svg_text: str) -> List[str]:
 
     Text widths are estimated from the font size and the characters (no fonts are loaded);
     lanes are the rows of event boxes (rects with a ``<title>``), named by the lane name at
-    their left when there is one.
+    their left when there is one.  What the view marks tells the rest: tick labels have
+    ``class="tick"`` (without any, the picture's own font size is the tick labels'), a
+    legend is a ``<g class="legend">`` whose swatches carry ``data-legend``, event boxes
+    ``data-kind`` (the legend entry of their kind), phase shading ``data-phase``.
     """
     root = ET.fromstring(svg_text)
     base_size = _font_size(root.get("style", ""), 11.0)
-    labels = [_svg_label(text, base_size) for text in root.iter(_SVG + "text")]
+    texts = [text for text in root.iter(_SVG + "text") if "".join(text.itertext()).strip()]
+    labels = [_svg_label(text, base_size) for text in texts]
     labels = [label for label in labels if label is not None]
+    sizes = [("".join(text.itertext()).strip(), "", _svg_size(text, base_size))
+             for text in texts]
+    tick_sizes = [size for text, (_, _, size) in zip(texts, sizes)
+                  if "tick" in text.get("class", "").split()]
+    problems = _smaller_than_ticks(sizes, max(tick_sizes, default=base_size), "px")
+    problems += _legends(sum(1 for g in root.iter(_SVG + "g")
+                             if "legend" in g.get("class", "").split()), "picture")
+    problems += _unnamed_phases([rect.get("data-phase") for rect in root.iter(_SVG + "rect")
+                                 if rect.get("data-phase")], [label.text for label in labels], "")
+    kinds: Dict[object, List[tuple]] = {}
+    swatches = []
+    for rect in root.iter(_SVG + "rect"):
+        colour = _svg_colour(rect)
+        if colour is None:
+            continue
+        if rect.get("data-kind"):
+            kinds.setdefault(rect.get("data-kind"), []).append(colour)
+        if rect.get("data-legend"):
+            swatches.append((rect.get("data-legend"), colour, rect.get("data-legend")))
+    problems += _miscoloured(swatches, kinds)
     boxes = []
     lanes: Dict[float, List[Tuple[_Box, str]]] = {}
     for rect in root.iter(_SVG + "rect"):
@@ -297,7 +499,7 @@ def svg_problems(svg_text: str) -> List[str]:
         boxes.append(box)
         lanes.setdefault(y, []).append((box, fill))
     # Coordinates are written to 0.1 px, so a label may lose 0.1 px of its room.
-    problems = _overlaps(labels) + _misfits(labels, boxes, room=ROOM_PX - 0.1)
+    problems = _overlaps(labels) + _misfits(labels, boxes, room=ROOM_PX - 0.1) + problems
     compute = {KIND_COLOURS[kind].lower() for kind in COMPUTE_KINDS}
     widths = {_lane_name(labels, y, row): [box.width for box, fill in row if fill in compute]
               for y, row in lanes.items()}
@@ -309,12 +511,27 @@ def _font_size(style: str, default: float) -> float:
     return float(match.group(1)) if match else default
 
 
+def _svg_size(element, base_size: float) -> float:
+    return float(element.get("font-size", "").rstrip("px") or
+                 _font_size(element.get("style", ""), base_size))
+
+
+def _svg_colour(rect) -> Optional[tuple]:
+    """A rect's colour as shown over white (its ``fill`` at its ``fill-opacity``), or None
+    for a fill that is no plain colour (a pattern, none)."""
+    fill = rect.get("fill", "").strip().lower()
+    if not re.fullmatch(r"#[0-9a-f]{6}|#[0-9a-f]{3}", fill):
+        return None
+    digits = fill[1:] if len(fill) == 7 else "".join(c * 2 for c in fill[1:])
+    opacity = float(rect.get("fill-opacity", 1))
+    return tuple(1 - opacity * (1 - int(digits[i:i + 2], 16) / 255) for i in (0, 2, 4))
+
+
 def _svg_label(element, base_size: float) -> Optional[_Label]:
     text = "".join(element.itertext()).strip()
     if not text:
         return None
-    size = float(element.get("font-size", "").rstrip("px") or
-                 _font_size(element.get("style", ""), base_size))
+    size = _svg_size(element, base_size)
     width = size * sum(_DIGIT_EM if c.isdigit() else _CHAR_EM for c in text)
     if element.get("font-weight") == "bold":
         width *= _BOLD

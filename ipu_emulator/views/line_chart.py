@@ -34,7 +34,9 @@ LEGEND_ROW = 18
 INSET = 8          # the first and last points sit this far inside the axes, clear of them
 HEADROOM = 1.06    # the highest point stays below the top of the plot
 _FONT = "font-family:sans-serif"
-TICK_FONT_PX = 10  # x tick labels: a log axis packs them close
+# Tick labels at the chart's own size, as every text (no text is smaller than the tick
+# labels, views.legibility): on a log axis those that would touch are left out.
+TICK_FONT_PX = 11
 _DIGIT_PX = 0.65 * TICK_FONT_PX  # a digit's width, as views.legibility estimates it
 _LABEL_GAP = 2
 
@@ -99,7 +101,7 @@ def line_chart_svg(series: Sequence[Series], x_label: str, y_label: str,
         y = y_of(value)
         parts.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{width - RIGHT}" y2="{y:.1f}" '
                      f'stroke="#ddd"/><text x="{LEFT - 5}" y="{y + 4:.1f}" '
-                     f'text-anchor="end">{escape(y_format.format(value))}</text>')
+                     f'text-anchor="end" class="tick">{escape(y_format.format(value))}</text>')
     parts.append(f'<line x1="{LEFT}" y1="{bottom}" x2="{width - RIGHT}" y2="{bottom}" '
                  f'stroke="#333"/><line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{bottom}" '
                  f'stroke="#333"/>')
@@ -119,9 +121,11 @@ def line_chart_svg(series: Sequence[Series], x_label: str, y_label: str,
     if circled is not None:
         legend.append((circled_name, None, False, True))
     y = bottom + AXIS_HEIGHT
+    parts.append('<g class="legend">')
     for name, colour, dashed, markers in legend:
         parts.append(_legend_entry(name, colour, dashed, markers, y))
         y += LEGEND_ROW
+    parts.append("</g>")
     height = math.ceil(y + 4)
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
             f'viewBox="0 0 {width} {height}" style="{_FONT};font-size:11px;background:#fff">'
@@ -152,7 +156,7 @@ def _x_ticks(values: Sequence[float], x_of: _Scale, bottom: float) -> List[str]:
                for left, right in placed):
             placed.append((x - half, x + half))
             parts.append(f'<text x="{x:.1f}" y="{bottom + 15}" text-anchor="middle" '
-                         f'font-size="{TICK_FONT_PX}px">{label}</text>')
+                         f'font-size="{TICK_FONT_PX}px" class="tick">{label}</text>')
     return parts
 
 

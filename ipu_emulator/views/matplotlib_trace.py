@@ -10,9 +10,10 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 from ipu_emulator.sim.timeline import UNIT_CLOCK, Timeline
 from ipu_emulator.views.strips import (MEMORY_COLOUR, MemoryStrip, check_followed, followed,
                                        memory_strip)
-from ipu_emulator.views.style import (OTHER_COLOUR, PHASE_COLOURS, PIPELINE_ACTION_KINDS,
-                                      colour_of, format_seconds, keys_present, kind_of,
-                                      labels_actions, legend_name, style_key,
+from ipu_emulator.views.style import (OTHER_COLOUR, PHASE_ALPHA, PHASE_COLOURS,
+                                      PIPELINE_ACTION_KINDS, colour_of, drawn_phases,
+                                      format_seconds, keys_present, kind_of, labels_actions,
+                                      legend_name, phase_legend_name, phase_short, style_key,
                                       pick_time_unit, resolve_time_unit, time_formatter)
 from ipu_emulator.views.time_axis import FoldedTime, idle_stretches
 
@@ -22,6 +23,9 @@ _MAX_SHADED_RUNS = 200
 # Rare, short kinds are drawn above the frequent compute bars so they are not painted over.
 _KIND_LAYER = {"stream_copy": 4, "sync": 4, "exchange": 4, "host": 3}
 _DRAWN_AT_TRUE_WIDTH = frozenset({"stream_copy", "sync", "exchange"})
+# Every text of a trace is drawn at the size of its tick labels (matplotlib's "medium"):
+# smaller text (6-7 px on a screen) is not read.
+TEXT_SIZE = "medium"
 
 
 def plot_timeline(timeline: Timeline, ax=None, title: Optional[str] = None,
@@ -89,7 +93,7 @@ def plot_timeline(timeline: Timeline, ax=None, title: Optional[str] = None,
                 else colour)
         width = 1.2 if focus else 0.6 if kind not in _DRAWN_AT_TRUE_WIDTH or labelled else 0
         ax.broken_barh(xranges, (rows.y[lane] - 0.4, 0.8), facecolors=colour,
-                       edgecolors=edge, linewidth=width,
+                       edgecolors=edge, linewidth=width, gid=f"kind:{legend_name(key)}",
                        alpha=0.25 if focus is False else 1.0,
                        zorder=_KIND_LAYER.get(kind, 2) + (1 if focus else 0))
     if labelled:  # micro-batch numbers in the boxes, as in Graphcore's pipeline diagrams
@@ -103,22 +107,25 @@ def plot_timeline(timeline: Timeline, ax=None, title: Optional[str] = None,
     if strip is not None:
         _draw_strips(ax, strip, rows, x, time_axis.end)
 
+    # Engine runs, phases and folds are IPU matters: the host lane is tinted only by the
+    # boxes of the host's own work.
+    ipu_low, ipu_high = rows.ipu_span(timeline.ipu_lanes)
     spans = timeline.engine_run_spans
     if 1 < len(spans) <= _MAX_SHADED_RUNS:
         shaded = [(x(s), x(e) - x(s)) for s, e in spans[1::2]]
-        ax.broken_barh(shaded, (rows.bottom, rows.top - rows.bottom), facecolors="#000000",
+        ax.broken_barh(shaded, (ipu_low, ipu_high - ipu_low), facecolors="#000000",
                        alpha=0.06, linewidth=0, zorder=0)
 
     ax.set_yticks(rows.ticks)
     ax.set_yticklabels(rows.tick_labels)
     for label, small in zip(ax.get_yticklabels(), rows.small_ticks):
-        if small:
-            label.set_fontsize("x-small")
+        if small:  # a strip's name: the tick labels' size, in the strip's colour
             label.set_color(MEMORY_COLOUR)
     ax.set_ylim(rows.bottom, rows.top)
     ax.set_xlim(0, max(x(time_axis.end), 1e-12))
-    _shade_phases(ax, timeline, x, rows.top)
-    _draw_folds(ax, time_axis, x, rows, timeline.clock)
+    phases = drawn_phases(timeline)
+    _shade_phases(ax, phases, x, rows, ipu_low, ipu_high)
+    _draw_folds(ax, time_axis, x, ipu_low, ipu_high, timeline.clock)
     if time_axis.folds or time_axis.start != 0:
         ticks = time_axis.ticks(scale)
         ax.set_xticks([x(t) for t in ticks])
@@ -126,7 +133,7 @@ def plot_timeline(timeline: Timeline, ax=None, title: Optional[str] = None,
     ax.set_xlabel(f"{timeline.clock} ({unit})" if unit else timeline.clock)
     # Left-aligned, a size down: a long title runs on over the legend, not off the figure.
     ax.set_title(title if title is not None else timeline.title, loc="left", fontsize="medium",
-                 pad=14 if getattr(timeline, "phases", None) else None)
+                 pad=18 if phases else None)
     handles = [Patch(facecolor=colour_of(key), label=legend_name(key))
                for key in keys_present(shown)]
     if follow_micro_batch is not None:
@@ -137,10 +144,54 @@ def plot_timeline(timeline: Timeline, ax=None, title: Optional[str] = None,
     if time_axis.folds:
         handles.append(Patch(facecolor="white", edgecolor="#777777", hatch="////",
                              label="all IPUs idle (folded)"))
-    if handles:
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small",
-                  frameon=False)
+    for name in dict.fromkeys(name for name, _, _ in phases):
+        colour = PHASE_COLOURS.get(name, OTHER_COLOUR)
+        handles.append(Patch(facecolor=_faded(colour), edgecolor=colour, linewidth=0.8,
+                             label=phase_legend_name(name)))
+    _one_legend(ax, handles)
     return ax
+
+
+def _fractions(ax, low: float, high: float) -> Tuple[float, float]:
+    """Data y ``low``..``high`` as fractions of the axes' height (``axvspan``'s ymin, ymax)."""
+    bottom, top = ax.get_ylim()
+    return (low - bottom) / (top - bottom), (high - bottom) / (top - bottom)
+
+
+def _faded(colour: str):
+    """A phase's shading as drawn: its colour at ``PHASE_ALPHA`` over white (a legend patch
+    with ``alpha`` would fade its edge too)."""
+    from matplotlib.colors import to_rgb
+
+    return tuple(1 - PHASE_ALPHA * (1 - c) for c in to_rgb(colour))
+
+
+def _one_legend(ax, handles) -> None:
+    """One legend per figure: traces drawn on several Axes of one figure (``plot_comparison``,
+    or a notebook's own ``plt.subplots``) share one legend with every entry of each, right of
+    the topmost of the rightmost traces.  The other traces keep a legend of their own, hidden
+    (``ax.get_legend()`` still works on each)."""
+    figure = ax.figure
+    traces = getattr(figure, "_ipu_trace_legend", None)
+    if traces is None:
+        traces = figure._ipu_trace_legend = {"axes": [], "handles": {}}
+    if ax not in traces["axes"]:
+        traces["axes"].append(ax)
+    for handle in handles:
+        traces["handles"].setdefault(handle.get_label(), handle)
+    traces["axes"] = [a for a in traces["axes"] if a in figure.axes]
+    style = {"loc": "upper left", "bbox_to_anchor": (1.0, 1.0), "fontsize": TEXT_SIZE,
+             "frameon": False}
+    if handles:
+        ax.legend(handles=handles, **style)
+    if not traces["handles"]:
+        return
+    host = max(traces["axes"], key=lambda a: (round(a.get_position().x1, 3),
+                                              a.get_position().y1))
+    host.legend(handles=list(traces["handles"].values()), **style)
+    for other in traces["axes"]:
+        if other is not host and other.get_legend() is not None:
+            other.get_legend().set_visible(False)
 
 
 class _Rows:
@@ -166,7 +217,7 @@ class _Rows:
                 base = y + 0.55 - self.STRIP
                 self.strip_base[lane] = base
                 self.ticks.append(base + self.STRIP / 2)
-                self.tick_labels.append(strip.label(lane))
+                self.tick_labels.append(strip.label(lane).replace(" (", "\n(", 1))
                 self.small_ticks.append(True)
                 y -= 0.45
         self.top, self.bottom = 0.5, y + 0.5
@@ -177,6 +228,11 @@ class _Rows:
     @property
     def height(self) -> float:
         return self.top - self.bottom
+
+    def ipu_span(self, ipu_lanes: Sequence[str]) -> Tuple[float, float]:
+        """The y range of the IPU lanes and their strips (the host lane, on top, left out)."""
+        ys = [self.y[lane] for lane in ipu_lanes if lane in self.y]
+        return self.bottom, (max(ys) + 0.5 if ys else self.top)
 
 
 def _draw_strips(ax, strip: MemoryStrip, rows: _Rows, x, end: float) -> None:
@@ -194,16 +250,18 @@ def _draw_strips(ax, strip: MemoryStrip, rows: _Rows, x, end: float) -> None:
         ax.plot([xs[0], xs[-1]], [base, base], color=MEMORY_COLOUR, linewidth=0.4, zorder=1)
 
 
-def _draw_folds(ax, time_axis: FoldedTime, x, rows: _Rows, clock: str) -> None:
-    """Each folded stretch: a hatched band with its length written across it."""
+def _draw_folds(ax, time_axis: FoldedTime, x, low: float, high: float, clock: str) -> None:
+    """Each folded stretch: a hatched band over the IPU lanes (all idle there; the host lane
+    keeps its boxes, in their colours) with its length written up it where that fits."""
     text_of = time_formatter(clock)
+    fitting_label = _fitting_label_class()
     for a, b in time_axis.folds:
-        ax.axvspan(x(a), x(b), facecolor="white", edgecolor="#777777", hatch="////",
-                   linewidth=0, alpha=0.6, zorder=6)
-        ax.text((x(a) + x(b)) / 2, (rows.top + rows.bottom) / 2,
-                f"{text_of(b - a)} idle", rotation=90, ha="center", va="center",
-                fontsize="x-small", color="#333333", zorder=7, clip_on=True,
-                bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
+        ax.axvspan(x(a), x(b), *_fractions(ax, low, high), facecolor="white",
+                   edgecolor="#777777", hatch="////", linewidth=0, alpha=0.6, zorder=6)
+        ax.add_artist(fitting_label(x(a), x(b), (low + high) / 2, f"{text_of(b - a)} idle",
+                                    alternatives=(text_of(b - a),), height=(low, high),
+                                    rotation=90, color="#333333", zorder=7,
+                                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 1}))
 
 
 @functools.cache
@@ -215,36 +273,52 @@ def _fitting_label_class():
     from matplotlib.text import Text
 
     class FittingLabel(Text):
-        def __init__(self, start, end, row, label, **style):
-            style = {"ha": "center", "va": "center", "fontsize": "x-small", "color": "white",
+        """``alternatives``: shorter texts to try in turn when ``label`` does not fit (a
+        phase's short name); ``height=(low, high)``: the data-y range the text must also fit
+        in (a rotated note)."""
+
+        def __init__(self, start, end, row, label, alternatives=(), height=None, **style):
+            style = {"ha": "center", "va": "center", "fontsize": TEXT_SIZE, "color": "white",
                      "zorder": 5, "clip_on": True, **style}
             super().__init__((start + end) / 2, row, label, **style)
             self._span = (start, end)
+            self._texts = (label, *alternatives)
+            self._height = height
+            self.shown: Optional[str] = None  # the text the last draw showed, if any
 
         def draw(self, renderer):
+            self.shown = None
             low, high = self.axes.get_xlim()
             if self._span[1] <= low or self._span[0] >= high:
                 return  # out of view
-            (left, _), (right, _) = self.axes.transData.transform(
-                [(self._span[0], 0), (self._span[1], 0)])
-            if right - left >= self.get_window_extent(renderer).width + 2:
-                super().draw(renderer)
+            (left, bottom), (right, top) = self.axes.transData.transform(
+                [(self._span[0], self._height[0] if self._height else 0),
+                 (self._span[1], self._height[1] if self._height else 0)])
+            for text in self._texts:
+                self.set_text(text)
+                extent = self.get_window_extent(renderer)
+                if right - left >= extent.width + 2 and (
+                        self._height is None or top - bottom >= extent.height + 2):
+                    super().draw(renderer)
+                    self.shown = text
+                    return
+            self.set_text(self._texts[0])
 
     return FittingLabel
 
 
-def _shade_phases(ax, timeline: Timeline, x, top: float) -> None:
-    """Shade each pipeline phase behind the lanes and name it above them."""
-    phases = getattr(timeline, "phases", None) or []
-    span = max(x(timeline.metrics.makespan), 1e-12)
+def _shade_phases(ax, phases, x, rows: "_Rows", low: float, high: float) -> None:
+    """Shade each pipeline phase behind the IPU lanes and name it above the lanes: in full
+    where the name fits, else its short form ("up", "down", "WU"); the legend gives both."""
     for name, start, end in phases:
-        ax.axvspan(x(start), x(end), color=PHASE_COLOURS.get(name, OTHER_COLOUR),
-                   alpha=0.12, linewidth=0, zorder=0)
-        wide_enough = x(end) - x(start) > 0.04 * span
-        if len(phases) <= _MAX_LABELLED_PHASES and wide_enough:
-            # Named only where the name fits: two narrow phases side by side would overprint.
-            ax.add_artist(_fitting_label_class()(x(start), x(end), top, name, va="bottom",
-                                                 color="#333333", clip_on=False))
+        ax.axvspan(x(start), x(end), *_fractions(ax, low, high),
+                   color=PHASE_COLOURS.get(name, OTHER_COLOUR), alpha=PHASE_ALPHA, linewidth=0,
+                   zorder=0, gid=f"phase:{name}")
+        if len(phases) <= _MAX_LABELLED_PHASES:
+            # Each name is kept within its own phase, so neighbours never overprint.
+            ax.add_artist(_fitting_label_class()(x(start), x(end), rows.top, name,
+                                                 alternatives=(phase_short(name),),
+                                                 va="bottom", color="#333333", clip_on=False))
 
 
 def makespan_text(timeline: Timeline) -> str:

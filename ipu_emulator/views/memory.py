@@ -65,7 +65,7 @@ def plot_memory_over_pass(timelines: Mapping[str, Timeline], lanes: Optional[Seq
         ax.set_xlabel("simulated IPU time from the pass's start (ms)")
         ax.set_ylabel("MB")
         ax.set_ylim(bottom=0)
-        ax.legend(loc="lower left")
+    axes[0][0].legend(loc="lower left")  # one legend: the panels share their lines' names
     fig.tight_layout()
     return fig
 

@@ -62,13 +62,93 @@ def keys_present(events):
     present = {style_key(e) for e in events}
     return [k for k in STYLE_ORDER if k in present] + sorted(present - set(STYLE_ORDER))
 
-# Pipeline phases are shaded behind the lanes, light enough not to hide the bubbles.
+# Pipeline phases are shaded behind the IPU lanes, light enough not to hide the bubbles.
+# A pass in which no two IPUs ever compute at the same time (the Sequential schedule, or a
+# single micro-batch) has no steady state to call "main": the views name it for what it is.
+ONE_IPU_AT_A_TIME = "one IPU at a time"
 PHASE_COLOURS: Dict[str, str] = {
     "ramp-up": "#56B4E9",
     "main": "#009E73",
     "ramp-down": "#E69F00",
     "weight update": "#CC79A7",
+    ONE_IPU_AT_A_TIME: "#999999",
 }
+PHASE_ALPHA = 0.12
+# Where a phase's name does not fit above its shading, its short form is written instead;
+# the legend gives both (``phase_legend_name``).
+PHASE_SHORT: Dict[str, str] = {
+    "ramp-up": "up",
+    "main": "main",
+    "ramp-down": "down",
+    "weight update": "WU",
+    ONE_IPU_AT_A_TIME: "1 IPU",
+}
+
+
+def phase_short(name: str) -> str:
+    """``phase_short("weight update") == "WU"``; a phase without a short form keeps its name."""
+    return PHASE_SHORT.get(name, name)
+
+
+def phase_legend_name(name: str) -> str:
+    """The legend's entry for a phase: ``'ramp-up (up)'``, ``'main'``."""
+    short = phase_short(name)
+    return name if short == name else f"{name} ({short})"
+
+
+def drawn_phases(timeline: Timeline):
+    """The phases as the views draw them: ``timeline.phases``, except that the ramp-up, main
+    and ramp-down of a pass in which no two IPUs compute at the same time become one
+    ``ONE_IPU_AT_A_TIME`` phase (what a Sequential pipeline does all along).
+
+    >>> from ipu_emulator.sim.pipeline_simulator import simulate_pipeline, unit_stages
+    >>> sequential = simulate_pipeline(unit_stages(2), "sequential", 4, unit_cost=True)
+    >>> [name for name, _, _ in drawn_phases(sequential)]
+    ['one IPU at a time']
+    >>> grouped = simulate_pipeline(unit_stages(2), "grouped", 4, unit_cost=True)
+    >>> [name for name, _, _ in drawn_phases(grouped)]
+    ['ramp-up', 'main', 'ramp-down']
+    """
+    phases = list(getattr(timeline, "phases", None) or [])
+    if not phases:
+        return []
+    compute = sorted((e.start, e.end, e.lane) for e in timeline.events
+                     if e.ipu is not None and e.kind in PIPELINE_ACTION_KINDS and e.end > e.start)
+    result, group = [], []
+
+    def flush():
+        if group and not _overlapping(compute, group[0][1], group[-1][2]):
+            result.append((ONE_IPU_AT_A_TIME, group[0][1], group[-1][2]))
+        else:
+            result.extend(group)
+        group.clear()
+
+    for phase in phases:
+        if phase[0] == "weight update" or (phase[0] == "ramp-up" and group):
+            flush()
+        if phase[0] == "weight update":
+            result.append(phase)
+        else:
+            group.append(phase)
+    flush()
+    return result
+
+
+def _overlapping(compute, start: float, end: float) -> bool:
+    """Whether two IPUs compute at the same time between ``start`` and ``end``
+    (``compute``: ``(start, end, lane)`` sorted by start)."""
+    from bisect import bisect_left
+
+    inside = compute[bisect_left(compute, (start,)) if compute else 0:]
+    busy_until: Dict[str, float] = {}
+    for begin, finish, lane in inside:
+        if begin >= end:
+            break
+        if any(until > begin + 1e-12 * max(1.0, abs(begin)) for other, until in
+               busy_until.items() if other != lane):
+            return True
+        busy_until[lane] = max(busy_until.get(lane, begin), finish)
+    return False
 
 # Forward, backward and recompute boxes of a pipeline carry their micro-batch number.
 PIPELINE_ACTION_KINDS = frozenset({"forward", "backward", "recompute"})

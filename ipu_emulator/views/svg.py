@@ -27,12 +27,14 @@ from typing import Dict, List, Optional, Sequence, Set, Union
 from ipu_emulator.sim.timeline import COMPUTE_KINDS, UNIT_CLOCK, Event, Timeline
 from ipu_emulator.views.strips import (MEMORY_COLOUR, MemoryStrip, check_followed, followed,
                                        memory_strip)
-from ipu_emulator.views.style import (OTHER_COLOUR, PHASE_COLOURS, PIPELINE_ACTION_KINDS,
-                                      STYLE_ORDER, colour_of, legend_name, pick_time_unit,
-                                      style_key, time_formatter, time_unit_scale)
+from ipu_emulator.views.style import (OTHER_COLOUR, PHASE_ALPHA, PHASE_COLOURS,
+                                      PIPELINE_ACTION_KINDS, STYLE_ORDER, colour_of,
+                                      drawn_phases, legend_name, phase_legend_name, phase_short,
+                                      pick_time_unit, style_key, time_formatter,
+                                      time_unit_scale)
 from ipu_emulator.views.time_axis import FoldedTime, idle_stretches, nice_ticks
 
-LEFT = 72          # room for the lane names and the strips' peaks
+LEFT = 86          # room for the lane names and the strips' peaks
 RIGHT = 16
 LANE_HEIGHT = 24   # up to _FULL_HEIGHT_LANES lanes; more lanes share that height
 LANE_GAP = 4
@@ -40,12 +42,16 @@ _FULL_HEIGHT_LANES = 16
 _MIN_LANE_HEIGHT = 6
 _MIN_LABELLED_HEIGHT = 14  # micro-batch numbers and lane names need this much
 TITLE_HEIGHT = 22
-PHASE_ROW = 14     # phase names sit just above the lanes
+PHASE_ROW = 16     # phase names sit just above the lanes
 AXIS_HEIGHT = 34   # tick labels and the clock's name
 LEGEND_HEIGHT = 24
 _FONT = "font-family:sans-serif"
 _MAX_SHADED_RUNS = 200
-_LABEL_CHAR_PX = 6.5  # rough width of one digit at the label size
+# Every text is at least the size of the tick labels (the picture's 11 px): smaller text
+# (the 9-10 px of earlier versions) is not read.
+TEXT_PX = 11
+_LABEL_CHAR_PX = 0.65 * TEXT_PX  # rough width of one digit (as views.legibility estimates it)
+_CHAR_PX = 0.62 * TEXT_PX        # and of another character
 STRIP_HEIGHT = 12  # the in-flight strip under each IPU lane of a pipeline
 FADED = 0.25       # opacity of the micro-batches not followed
 
@@ -84,7 +90,10 @@ def timeline_svg(timelines: Sequence[Timeline], width: int = 960,
     y = 0.0
     drawn: Set[str] = set()
     strip_names: List[str] = []
+    phases: List[str] = []
     for index, timeline in enumerate(timelines):
+        phases += [name for name in dict.fromkeys(name for name, _, _ in drawn_phases(timeline))
+                   if name not in phases]
         title = titles[index] if titles else timeline.title
         strip = memory_strip(timeline, memory)
         if strip is not None and strip.name not in strip_names:
@@ -92,10 +101,13 @@ def timeline_svg(timelines: Sequence[Timeline], width: int = 960,
         y = _panel(parts, timeline, title, axis, y, scale, unit, drawn, strip,
                    follow_micro_batch)
     kinds = [k for k in STYLE_ORDER if k in drawn] + sorted(drawn - set(STYLE_ORDER))
-    extras = [(name, MEMORY_COLOUR) for name in strip_names] + (
-        [("all IPUs idle (folded)", "url(#fold)")] if folded.folds else []) + (
-        [(f"micro-batch {follow_micro_batch}", "none")] if follow_micro_batch is not None
-        else [])
+    extras = [(name, MEMORY_COLOUR, ' fill-opacity="0.45"') for name in strip_names] + (
+        [("all IPUs idle (folded)", "url(#fold)", "")] if folded.folds else []) + (
+        [(f"micro-batch {follow_micro_batch}", "none", ' stroke="#000" stroke-width="1.5"')]
+        if follow_micro_batch is not None else []) + [
+        (phase_legend_name(name), PHASE_COLOURS.get(name, OTHER_COLOUR),
+         f' fill-opacity="{PHASE_ALPHA}" stroke="{PHASE_COLOURS.get(name, OTHER_COLOUR)}"')
+        for name in phases]
     y = _legend(parts, kinds, y, width, extras)
     height = math.ceil(y)
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -151,7 +163,8 @@ def _panel(parts: List[str], timeline: Timeline, title: str, axis: _Axis, top: f
     return the y below it."""
     parts.append(f'<text x="{axis.left}" y="{top + 15:.1f}" font-weight="bold" '
                  f'font-size="12px">{escape(title)}</text>')
-    lanes_top = top + TITLE_HEIGHT + (PHASE_ROW if timeline.phases else 0)
+    phases = drawn_phases(timeline)
+    lanes_top = top + TITLE_HEIGHT + (PHASE_ROW if phases else 0)
     height = lane_height(len(timeline.lanes))
     gap = LANE_GAP if height == LANE_HEIGHT else 1
     row_top: Dict[str, float] = {}
@@ -164,9 +177,13 @@ def _panel(parts: List[str], timeline: Timeline, title: str, axis: _Axis, top: f
             strip_top[lane] = y - gap / 2
             y += STRIP_HEIGHT + gap
     lanes_bottom = y
+    # Engine runs, phases and folds are IPU matters: the host lane is tinted only by the
+    # boxes of the host's own work.
+    ipu_tops = [row_top[lane] - gap / 2 for lane in timeline.ipu_lanes if lane in row_top]
+    ipus_top = min(ipu_tops) if ipu_tops else lanes_top
 
-    _phases(parts, timeline, axis, lanes_top, lanes_bottom)
-    _engine_runs(parts, timeline, axis, lanes_top, lanes_bottom)
+    _phases(parts, phases, axis, ipus_top, lanes_bottom, lanes_top)
+    _engine_runs(parts, timeline, axis, ipus_top, lanes_bottom)
     # With many lanes, name every k-th so the names never overlap.
     name_every = max(1, math.ceil(_MIN_LABELLED_HEIGHT / (height + gap)))
     for index, lane in enumerate(timeline.lanes):
@@ -180,7 +197,7 @@ def _panel(parts: List[str], timeline: Timeline, title: str, axis: _Axis, top: f
                                                    labelled, scale, unit, follow))
     if strip is not None:
         _strips(parts, strip, strip_top, axis)
-    _folds(parts, axis, lanes_top, lanes_bottom, timeline.clock)
+    _folds(parts, axis, ipus_top, lanes_bottom, timeline.clock)
     return _ticks(parts, axis, lanes_bottom, scale, unit, timeline.clock)
 
 
@@ -199,7 +216,7 @@ def _strips(parts, strip: MemoryStrip, strip_top: Dict[str, float], axis: _Axis)
         parts.append(f'<polygon points="{path}" fill="{MEMORY_COLOUR}" fill-opacity="0.45">'
                      f'<title>{escape(lane)}: {escape(strip.label(lane))}</title></polygon>'
                      f'<text x="{axis.left - 6}" y="{base - 2:.1f}" text-anchor="end" '
-                     f'font-size="9px" fill="{MEMORY_COLOUR}">{escape(strip.short_label(lane))}'
+                     f'fill="{MEMORY_COLOUR}">{escape(strip.short_label(lane))}'
                      f'</text>')
 
 
@@ -212,25 +229,35 @@ def _folds(parts, axis: _Axis, lanes_top: float, lanes_bottom: float, clock: str
         parts.append(f'<rect x="{x0:.1f}" y="{lanes_top:.1f}" width="{x1 - x0:.1f}" '
                      f'height="{lanes_bottom - lanes_top:.1f}" fill="url(#fold)" '
                      f'fill-opacity="0.85"><title>all IPUs idle for {escape(text_of(b - a))}'
-                     f' (folded)</title></rect>'
-                     f'<text x="{(x0 + x1) / 2:.1f}" y="{middle + 4:.1f}" text-anchor="middle" '
-                     f'font-size="10px" fill="#333" stroke="#fff" stroke-width="3" '
-                     f'paint-order="stroke">{escape(text_of(b - a))}</text>')
+                     f' (folded)</title></rect>')
+        if x1 - x0 >= _text_px(text_of(b - a)) + 2:  # its length, where it fits
+            parts.append(f'<text x="{(x0 + x1) / 2:.1f}" y="{middle + 4:.1f}" '
+                         f'text-anchor="middle" fill="#333" stroke="#fff" stroke-width="3" '
+                         f'paint-order="stroke">{escape(text_of(b - a))}</text>')
 
 
-def _phases(parts, timeline, axis, lanes_top, lanes_bottom) -> None:
-    for name, begin, finish in timeline.phases:
+def _text_px(text: str) -> float:
+    """A text's width at ``TEXT_PX``, on the wide side (as ``views.legibility`` estimates)."""
+    return sum(_LABEL_CHAR_PX if c.isdigit() else _CHAR_PX for c in text)
+
+
+def _phases(parts, phases, axis, ipus_top, lanes_bottom, lanes_top) -> None:
+    """Shade each phase behind the IPU lanes and name it above the lanes: in full where the
+    name fits, else its short form ("up", "down", "WU"); the legend gives both."""
+    for name, begin, finish in phases:
         if not axis.visible(begin, finish):
             continue
         x0, x1 = axis.x(begin), axis.x(finish)
         colour = PHASE_COLOURS.get(name, OTHER_COLOUR)
-        parts.append(f'<rect x="{x0:.1f}" y="{lanes_top:.1f}" width="{x1 - x0:.1f}" '
-                     f'height="{lanes_bottom - lanes_top:.1f}" fill="{colour}" '
-                     f'fill-opacity="0.12"><title>{escape(name)}</title></rect>')
-        if x1 - x0 > 8 * len(name):
-            parts.append(f'<text x="{(x0 + x1) / 2:.1f}" y="{lanes_top - 3:.1f}" '
-                         f'text-anchor="middle" font-size="10px" fill="#333">'
-                         f'{escape(name)}</text>')
+        parts.append(f'<rect x="{x0:.1f}" y="{ipus_top:.1f}" width="{x1 - x0:.1f}" '
+                     f'height="{lanes_bottom - ipus_top:.1f}" fill="{colour}" '
+                     f'fill-opacity="{PHASE_ALPHA}" data-phase="{escape(name)}">'
+                     f'<title>{escape(name)}</title></rect>')
+        shown = next((text for text in (name, phase_short(name))
+                      if x1 - x0 >= _text_px(text) + 2), None)
+        if shown is not None:
+            parts.append(f'<text x="{(x0 + x1) / 2:.1f}" y="{lanes_top - 4:.1f}" '
+                         f'text-anchor="middle" fill="#333">{escape(shown)}</text>')
 
 
 def _engine_runs(parts, timeline, axis, lanes_top, lanes_bottom) -> None:
@@ -282,15 +309,17 @@ def _lane_events(parts, events, axis, row_top, height, labelled, scale, unit,
         stroke = (' stroke="#000" stroke-width="1.5"' if focus
                   else ' stroke="#fff" stroke-width="0.8"' if action and width > 3 else "")
         fade = f' fill-opacity="{FADED}"' if focus is False else ""
+        kind = "several kinds, finer than a pixel" if box.kind == MIXED else legend_name(box.kind)
         parts.append(f'<rect x="{box.x0:.1f}" y="{row_top:.1f}" width="{width:.1f}" '
-                     f'height="{height:.1f}" fill="{colour}"{stroke}{fade}>'
+                     f'height="{height:.1f}" fill="{colour}"{stroke}{fade} '
+                     f'data-kind="{escape(kind)}">'
                      f'<title>{escape(_tooltip(box.events, scale, unit))}</title></rect>')
         if action and single.micro_batch is not None and focus is not False:
             label = f"w{single.micro_batch}" if "W" in single.name else str(single.micro_batch)
             if width >= _LABEL_CHAR_PX * len(label) + 2:
                 parts.append(f'<text x="{box.x0 + width / 2:.1f}" '
                              f'y="{row_top + height / 2 + 4:.1f}" text-anchor="middle" '
-                             f'fill="#fff" font-size="10px">{label}</text>')
+                             f'fill="#fff">{label}</text>')
     return drawn
 
 
@@ -370,7 +399,7 @@ def _ticks(parts, axis: _Axis, y: float, scale: float, unit: str, clock: str) ->
         x = axis.x(value / scale)
         parts.append(f'<line x1="{x:.1f}" y1="{y:.1f}" x2="{x:.1f}" y2="{y + 4:.1f}" '
                      f'stroke="#333"/><text x="{x:.1f}" y="{y + 15:.1f}" '
-                     f'text-anchor="middle">{value:g}</text>')
+                     f'text-anchor="middle" class="tick">{value:g}</text>')
     name = f"{clock} ({unit})" if unit else clock
     parts.append(f'<text x="{(axis.left + axis.right) / 2:.1f}" y="{y + 29:.1f}" '
                  f'text-anchor="middle">{escape(name)}</text>')
@@ -379,21 +408,23 @@ def _ticks(parts, axis: _Axis, y: float, scale: float, unit: str, clock: str) ->
 
 def _legend(parts, kinds: Sequence[str], y: float, width: float,
             extras: Sequence[tuple] = ()) -> float:
-    """One swatch per kind drawn, then ``extras`` (name, fill); wraps to a new row rather
-    than run off the right edge."""
+    """One legend for the whole picture: a swatch per kind drawn, then ``extras`` (name,
+    fill, further attributes of its swatch); wraps to a new row rather than run off the right
+    edge."""
     entries = [("several kinds, finer than a pixel" if kind == MIXED else legend_name(kind),
-                MIXED_COLOUR if kind == MIXED else colour_of(kind))
+                MIXED_COLOUR if kind == MIXED else colour_of(kind), "")
                for kind in kinds] + list(extras)
     x = LEFT
-    for name, fill in entries:
+    parts.append('<g class="legend">')
+    for name, fill, attributes in entries:
         entry_width = 16 + 7 * len(name) + 14
         if x > LEFT and x + entry_width > width:
             x, y = LEFT, y + LEGEND_HEIGHT - 6
-        outline = ' stroke="#000" stroke-width="1.5"' if fill == "none" else ""
         parts.append(f'<rect x="{x}" y="{y + 6:.1f}" width="12" height="12" '
-                     f'fill="{fill}"{outline}/>'
+                     f'fill="{fill}"{attributes} data-legend="{escape(name)}"/>'
                      f'<text x="{x + 16}" y="{y + 16:.1f}">{escape(name)}</text>')
         x += entry_width
+    parts.append("</g>")
     return y + LEGEND_HEIGHT
 
 

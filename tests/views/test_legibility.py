@@ -3,6 +3,7 @@ IPU lane with compute showing a box a few pixels wide, in the matplotlib views a
 widgets' SVG, over a grid of pipelines.  First, the checks find planted problems."""
 import functools
 import itertools
+import xml.etree.ElementTree as ET
 
 import matplotlib
 
@@ -13,12 +14,14 @@ import pytest  # noqa: E402
 from ipu_emulator.record import ComputeCost, EngineRun  # noqa: E402
 from ipu_emulator.sim.pipeline_simulator import simulate_pipeline, unit_stages  # noqa: E402
 from ipu_emulator.sim.timeline import simulate_engine_runs  # noqa: E402
-from ipu_emulator.views import KIND_COLOURS, plot_comparison, plot_timeline  # noqa: E402
+from ipu_emulator.views import (KIND_COLOURS, plot_comparison, plot_timeline,  # noqa: E402
+                               timeline_svg)
 from ipu_emulator.views.legibility import figure_problems, svg_problems  # noqa: E402
 from ipu_lab_widgets.playground import render_svg  # noqa: E402
 from ipu_lab_widgets.playground_model import SCHEDULES, PlaygroundConfig, simulate  # noqa: E402
 
 FORWARD = KIND_COLOURS["forward"]
+SVG = "{http://www.w3.org/2000/svg}"
 
 
 # -- the checks find planted problems -----------------------------------------------------
@@ -64,7 +67,7 @@ def lane_axes(widths, label=None):
     ax.set_xlim(0, 100)
     ax.set_ylim(-0.5, 1.5)
     if label is not None:
-        ax.text(40 + widths[0] / 2, 0, label, ha="center", va="center", fontsize="x-small")
+        ax.text(40 + widths[0] / 2, 0, label, ha="center", va="center")
     return fig
 
 
@@ -113,8 +116,8 @@ def test_svg_overlapping_texts_are_found():
 def test_svg_label_wider_than_its_box_is_found():
     svg = (SVG_HEAD + f'<rect x="100" y="10" width="12" height="24" fill="{FORWARD}">'
            '<title>forward</title></rect>'
-           '<text x="106" y="26" text-anchor="middle" font-size="10px">123</text></svg>')
-    assert svg_problems(svg) == ["label '123' at x=96 is 19.5 px wide, its box 12.0 px"]
+           '<text x="106" y="26" text-anchor="middle">123</text></svg>')
+    assert svg_problems(svg) == ["label '123' at x=95 is 21.5 px wide, its box 12.0 px"]
 
 
 def test_svg_compute_lane_of_hairlines_is_found():
@@ -123,6 +126,142 @@ def test_svg_compute_lane_of_hairlines_is_found():
     svg = SVG_HEAD + '<text x="58" y="56" text-anchor="end">IPU0</text>' + boxes + "</svg>"
     assert svg_problems(svg) == ["lane 'IPU0' at y=40: compute drawn only as boxes up to "
                                  "1.0 px wide (fewer than 3 px)"]
+
+
+# A phase shaded but named nowhere; text smaller than the tick labels; a legend entry whose
+# colour is not its boxes'; two legends in one figure.
+
+
+def phase_axes(name="ramp-down"):
+    """A trace-like Axes with one phase shaded as the views shade it (gid "phase:<name>")."""
+    fig = lane_axes([8.0])
+    fig.axes[0].axvspan(60, 70, color="#E69F00", alpha=0.12, gid=f"phase:{name}")
+    return fig
+
+
+def test_a_phase_named_nowhere_is_found():
+    assert figure_problems(phase_axes()) == [
+        "phase 'ramp-down' is shaded but named nowhere (neither above its lanes, in full or as "
+        "'down', nor in the legend)"]
+
+
+@pytest.mark.parametrize("name, text", [("ramp-down", "down"), ("weight update", "WU"),
+                                        ("ramp-up", "ramp-up")])
+def test_a_phase_named_in_full_or_short_above_it_is_fine(name, text):
+    fig = phase_axes(name)
+    fig.axes[0].text(65, 1.2, text, ha="center")
+    assert figure_problems(fig) == []
+
+
+def test_a_phase_named_in_the_legend_is_fine_and_a_longer_word_does_not_name_it():
+    from matplotlib.patches import Patch
+
+    fig = phase_axes("main")
+    fig.axes[0].set_title("mainly idle")  # "main" inside another word names nothing
+    assert [p for p in figure_problems(fig) if "phase 'main'" in p]
+    fig.axes[0].legend(handles=[Patch(color="#009E73", label="main")])
+    assert figure_problems(fig) == []
+
+
+def test_text_smaller_than_the_tick_labels_is_found():
+    fig = lane_axes([8.0])
+    fig.axes[0].set_title("planted")
+    fig.axes[0].text(80, 0, "7 in flight", fontsize="x-small")
+    fig.axes[0].text(80, 1, "as big as a tick label")
+    assert figure_problems(fig) == [
+        "text '7 in flight' in axes 'planted' is 6.94 pt, smaller than the tick labels (10 pt)"]
+
+
+def hatched_over_boxes(tagged):
+    """Forward boxes under a translucent white hatching (as notebook 05's folded launch box
+    was), with a legend entry in the boxes' own colour."""
+    from matplotlib.patches import Patch
+
+    fig, ax = plt.subplots(figsize=(6, 2))
+    ax.broken_barh([(10, 30), (60, 30)], (-0.4, 0.8), facecolors=FORWARD,
+                   gid="kind:forward" if tagged else None)
+    for start in (10, 60):
+        ax.axvspan(start, start + 30, facecolor="white", edgecolor="#777777", hatch="////",
+                   linewidth=0, alpha=0.6)
+    ax.set_xlim(0, 100)
+    ax.legend(handles=[Patch(facecolor=FORWARD, label="forward")], loc="upper left",
+              bbox_to_anchor=(1.0, 1.0))
+    return fig
+
+
+@pytest.mark.parametrize("tagged", [True, False])
+def test_a_legend_entry_whose_boxes_show_another_colour_is_found(tagged):
+    """Boxes of the kind: tagged as the views tag them, or (untagged) given the entry's
+    colour; what counts is the colour they show once drawn."""
+    problems = figure_problems(hatched_over_boxes(tagged))
+    assert len(problems) == 1
+    assert problems[0].startswith("legend entry 'forward' is #0072b2, its boxes are drawn #")
+
+
+def test_a_legend_entry_of_another_colour_than_its_boxes_is_found_and_one_matching_box_suffices():
+    from matplotlib.patches import Patch
+
+    fig, ax = plt.subplots(figsize=(6, 2))
+    ax.broken_barh([(10, 30)], (-0.4, 0.8), facecolors="#999999", gid="kind:host: other work")
+    ax.legend(handles=[Patch(facecolor="#555555", label="host: other work")])
+    assert figure_problems(fig) == ["legend entry 'host: other work' is #555555, its boxes are "
+                                    "drawn #999999"]
+    # Faded boxes (a followed micro-batch's neighbours) may differ if one box matches.
+    ax.broken_barh([(60, 30)], (-0.4, 0.8), facecolors="#555555", gid="kind:host: other work")
+    assert figure_problems(fig) == []
+
+
+def test_two_legends_in_one_figure_are_found():
+    fig, (upper, lower) = plt.subplots(2, 1, figsize=(6, 4))
+    for ax in (upper, lower):
+        ax.plot([0, 1], [0, 1], label="a line")
+        ax.legend()
+    assert figure_problems(fig) == ["2 legends in one figure: one legend per figure (traces "
+                                    "compared one above the other share one)"]
+    lower.get_legend().set_visible(False)  # a hidden legend is not seen
+    assert figure_problems(fig) == []
+
+
+def test_svg_phase_named_nowhere_is_found_and_a_short_name_or_legend_entry_names_it():
+    band = ('<rect x="100" y="10" width="40" height="24" fill="#CC79A7" fill-opacity="0.12" '
+            'data-phase="weight update"><title>weight update</title></rect>')
+    assert svg_problems(SVG_HEAD + band + "</svg>") == [
+        "phase 'weight update' is shaded but named nowhere (neither above its lanes, in full "
+        "or as 'WU', nor in the legend)"]
+    above = '<text x="120" y="8" text-anchor="middle">WU</text>'
+    assert svg_problems(SVG_HEAD + band + above + "</svg>") == []
+    legend = '<g class="legend"><text x="200" y="80">weight update (WU)</text></g>'
+    assert svg_problems(SVG_HEAD + band + legend + "</svg>") == []
+
+
+def test_svg_text_smaller_than_the_tick_labels_is_found():
+    ticks = ('<text x="100" y="90" class="tick">0</text>'
+             '<text x="200" y="90" class="tick">50</text>')
+    small = '<text x="10" y="40" font-size="9px">7 in flight</text>'
+    assert svg_problems(SVG_HEAD + ticks + small + "</svg>") == [
+        "text '7 in flight' is 9 px, smaller than the tick labels (11 px)"]
+    # Without marked tick labels, the picture's own font size is theirs.
+    assert svg_problems(SVG_HEAD + small + "</svg>") == [
+        "text '7 in flight' is 9 px, smaller than the tick labels (11 px)"]
+
+
+def test_svg_legend_entry_of_another_colour_than_its_boxes_is_found():
+    box = ('<rect x="100" y="10" width="40" height="24" fill="#6a51a3" fill-opacity="0.45" '
+           'data-kind="micro-batches in flight"><title>in flight</title></rect>')
+    swatch = ('<g class="legend"><rect x="100" y="60" width="12" height="12" fill="#6a51a3" '
+              'data-legend="micro-batches in flight"/>'
+              '<text x="116" y="70">micro-batches in flight</text></g>')
+    assert svg_problems(SVG_HEAD + box + swatch + "</svg>") == [
+        "legend entry 'micro-batches in flight' is #6a51a3, its boxes are drawn #bcb1d6"]
+    matching = swatch.replace('fill="#6a51a3"', 'fill="#6a51a3" fill-opacity="0.45"')
+    assert svg_problems(SVG_HEAD + box + matching + "</svg>") == []
+
+
+def test_svg_two_legends_are_found():
+    legend = '<g class="legend"><text x="{}" y="90">forward</text></g>'
+    assert svg_problems(SVG_HEAD + legend.format(10) + legend.format(200) + "</svg>") == [
+        "2 legends in one picture: one legend per figure (traces compared one above the other "
+        "share one)"]
 
 
 # -- the widgets' SVG over a grid of playground configurations ----------------------------
@@ -223,4 +362,95 @@ def test_plot_comparison_of_schedules_is_legible():
     timelines = [playground(PlaygroundConfig(schedule=s)).timeline
                  for s in ("sequential", "grouped", "interleaved")]
     fig = plot_comparison(timelines, titles=["sequential", "grouped", "interleaved"])
+    assert figure_problems(fig) == []
+
+
+# -- the views' own figures of the schedules the notebooks draw ----------------------------
+
+# Wide ramps: 4 stages, 8 micro-batches in unit steps (the playground's figures); narrow
+# ramps: 2 stages, 16 micro-batches, 2 passes at real costs (as notebook 09's whole run).
+RAMPS = {"wide": dict(stages=4, count=8, unit_cost=True, passes=1),
+         "narrow": dict(stages=2, count=16, unit_cost=False, passes=2)}
+
+
+@functools.lru_cache(maxsize=None)
+def schedule_trace(schedule, ramps):
+    r = RAMPS[ramps]
+    return simulate_pipeline(unit_stages(r["stages"]), schedule,
+                             gradient_accumulation_count=r["count"], unit_cost=r["unit_cost"],
+                             repeat_count=r["passes"], batch_size=32)
+
+
+@pytest.mark.parametrize("ramps", list(RAMPS))
+@pytest.mark.parametrize("schedule", ["grouped", "interleaved", "sequential"])
+def test_the_views_name_every_phase_of_the_schedules_notebooks_draw(schedule, ramps):
+    timeline = schedule_trace(schedule, ramps)
+    assert figure_problems(plot_timeline(timeline).figure) == []
+    assert svg_problems(timeline_svg([timeline])) == []
+
+
+def test_narrow_ramps_are_named_short_or_in_the_legend():
+    timeline = schedule_trace("grouped", "narrow")
+    ax = plot_timeline(timeline)
+    assert figure_problems(ax.figure) == []  # draws it
+    drawn = [t.shown for t in ax.texts if hasattr(t, "shown")]
+    assert "main" in drawn
+    assert "ramp-up" not in drawn and "ramp-down" not in drawn  # too narrow for their names
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert {"ramp-up (up)", "main", "ramp-down (down)"} <= set(legend)
+    svg = timeline_svg([timeline], width=960)
+    assert svg.count(">ramp-up (up)</text>") == 1 and svg.count(">ramp-down (down)</text>") == 1
+
+
+def test_wide_ramps_are_named_in_full_above_the_lanes():
+    svg = timeline_svg([schedule_trace("grouped", "wide")])
+    for name in ("ramp-up", "main", "ramp-down"):
+        assert f'text-anchor="middle" fill="#333">{name}</text>' in svg
+
+
+def test_a_sequential_pass_is_named_one_ipu_at_a_time_not_main():
+    timeline = schedule_trace("sequential", "wide")
+    ax = plot_timeline(timeline)
+    figure_problems(ax.figure)
+    drawn = [t.shown for t in ax.texts if hasattr(t, "shown")]
+    assert "one IPU at a time" in drawn and "main" not in drawn
+    svg = timeline_svg([timeline])
+    assert 'data-phase="one IPU at a time"' in svg and 'data-phase="main"' not in svg
+
+
+def test_the_host_lane_is_tinted_only_by_the_hosts_own_boxes():
+    """Phases, engine runs and folds shade the IPU lanes only (notebook 09's host lane
+    looked busy all along)."""
+    timeline = schedule_trace("grouped", "narrow")
+    ax = plot_timeline(timeline)
+    host_bottom = 0.5 - 1.0  # the host lane is the top one, y from -0.5 to 0.5
+    shading = [p for p in ax.patches if (p.get_gid() or "").startswith("phase:")]
+    assert shading
+    for patch in shading:
+        top = ax.transData.inverted().transform(
+            ax.transAxes.transform((0, patch.get_path().get_extents(
+                patch.get_patch_transform()).y1)))[1]
+        assert top <= host_bottom + 1e-9
+    root = ET.fromstring(timeline_svg([timeline]))
+    host_y = min(float(r.get("y")) for r in root.iter(SVG + "rect")
+                 if r.get("data-kind", "").startswith("host"))
+    for rect in root.iter(SVG + "rect"):
+        if rect.get("data-phase") or rect.get("fill") == "url(#fold)" or (
+                rect.get("fill") == "#000" and rect.get("fill-opacity")):
+            assert float(rect.get("y")) > host_y + 20
+
+
+def test_a_comparison_has_one_legend_and_each_axes_keeps_its_own_hidden():
+    fig = plot_comparison([schedule_trace(s, "wide") for s in ("grouped", "sequential")])
+    visible = [ax.get_legend() for ax in fig.axes if ax.get_legend().get_visible()]
+    assert len(visible) == 1
+    names = [t.get_text() for t in visible[0].get_texts()]
+    assert "main" in names and "one IPU at a time (1 IPU)" in names  # both traces' entries
+    # As notebook 03 does: each Axes still has a legend to take handles from or remove.
+    fig, axes = plt.subplots(2, 1, figsize=(10, 8))
+    for ax in axes:
+        plot_timeline(schedule_trace("grouped", "wide"), ax=ax)
+    fig.tight_layout()
+    assert all(ax.get_legend() is not None for ax in axes)
+    assert sum(ax.get_legend().get_visible() for ax in axes) == 1
     assert figure_problems(fig) == []

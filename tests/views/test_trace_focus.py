@@ -100,7 +100,9 @@ def test_the_svg_folds_the_launch_too():
 
 def test_each_ipu_of_a_pipeline_gets_an_in_flight_strip():
     timeline = simulate_pipeline(unit_stages(4), "grouped", 8, unit_cost=True)
-    labels = [t.get_text() for t in plot_timeline(timeline).get_yticklabels()][::-1]
+    # A strip's name takes two lines at the tick labels' size: "in flight" over its peak.
+    labels = [t.get_text().replace("\n", " ")
+              for t in plot_timeline(timeline).get_yticklabels()][::-1]
     assert labels == ["IPU0", "in flight (peak 7)", "IPU1", "in flight (peak 5)",
                       "IPU2", "in flight (peak 3)", "IPU3", "in flight (peak 1)"]
     assert [t.get_text() for t in plot_timeline(timeline, memory=False).get_yticklabels()] \
@@ -110,7 +112,8 @@ def test_each_ipu_of_a_pipeline_gets_an_in_flight_strip():
 
 
 def test_real_costs_add_the_peak_memory_to_the_strip():
-    labels = [t.get_text() for t in plot_timeline(tutorial_pipeline()).get_yticklabels()]
+    labels = [t.get_text().replace("\n", " ")
+              for t in plot_timeline(tutorial_pipeline()).get_yticklabels()]
     assert any(label.startswith("in flight (peak 7, ") and label.endswith("B)")
                for label in labels)
 
@@ -208,7 +211,8 @@ def test_the_host_launch_is_told_apart_from_the_hosts_other_work():
 
 def test_the_strip_can_show_memory_in_bytes():
     timeline = tutorial_pipeline(synthetic_data=True)
-    labels = [t.get_text() for t in plot_timeline(timeline, memory="bytes").get_yticklabels()]
+    labels = [t.get_text().replace("\n", " ")
+              for t in plot_timeline(timeline, memory="bytes").get_yticklabels()]
     peak = timeline.metrics.peak_memory_bytes[0]
     from ipu_emulator.sim.timeline import format_bytes
     assert f"memory (peak {format_bytes(peak)})" in labels
