@@ -5,6 +5,7 @@ each notebook's own), and its workshop plans add up."""
 import importlib.util
 import json
 import re
+import sys
 from pathlib import Path
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
@@ -47,6 +48,7 @@ def reading_minutes():
     spec = importlib.util.spec_from_file_location(
         "reading_time", NOTEBOOKS.parent / "scripts" / "reading_time.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module       # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return {row.notebook: row.allowed for row in module.every_notebook()}
 
