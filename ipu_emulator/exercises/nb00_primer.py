@@ -147,11 +147,13 @@ def draw_superstep(compute: Sequence[float], sync: float = SYNC_CYCLES,
                  'text-anchor="middle">cycles</text>')
     legend_y = axis_y + 50
     legend_x = _LEFT
-    for colour, name, stroke in ((KIND_COLOURS["forward"], "compute", ""),
-                                 (WAIT_COLOUR, "waiting for the slowest tile",
-                                  ' stroke="#bbbbbb" stroke-dasharray="3,2"'),
-                                 (KIND_COLOURS["sync"], "sync", ""),
-                                 (KIND_COLOURS["exchange"], "exchange", "")):
+    waits = min(compute) < slowest   # the legend lists only what is drawn
+    legend = [(KIND_COLOURS["forward"], "compute", "")]
+    if waits:
+        legend.append((WAIT_COLOUR, "waiting for the slowest tile",
+                       ' stroke="#bbbbbb" stroke-dasharray="3,2"'))
+    legend += [(KIND_COLOURS["sync"], "sync", ""), (KIND_COLOURS["exchange"], "exchange", "")]
+    for colour, name, stroke in legend:
         parts.append(f'<rect x="{legend_x}" y="{legend_y - 10}" width="12" height="12" '
                      f'fill="{colour}"{stroke}/>')
         parts.append(f'<text x="{legend_x + 16}" y="{legend_y}">{name}</text>')

@@ -63,6 +63,12 @@ def test_the_figure_draws_each_tile_its_wait_the_sync_and_the_exchange():
     assert 'width="100%"' in figure._repr_svg_() and repr(figure) == "superstep (SVG): example"
 
 
+def test_a_balanced_figure_has_no_waits_in_its_boxes_or_its_legend():
+    figure = nb00.draw_superstep([1050] * 4, sync=150, exchange=400)
+    assert "waits" not in figure.svg and "waiting" not in figure.svg
+    assert "waiting for the slowest tile" in nb00.draw_superstep([1, 2]).svg
+
+
 def test_the_figure_refuses_what_it_cannot_draw():
     with pytest.raises(ValueError):
         nb00.draw_superstep([])
