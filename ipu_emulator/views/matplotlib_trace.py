@@ -26,6 +26,7 @@ _DRAWN_AT_TRUE_WIDTH = frozenset({"stream_copy", "sync", "exchange"})
 # Every text of a trace is drawn at the size of its tick labels (matplotlib's "medium"):
 # smaller text (6-7 px on a screen) is not read.
 TEXT_SIZE = "medium"
+_LEGEND_COLUMNS = 4  # a comparison's legend, under its traces
 
 
 def plot_timeline(timeline: Timeline, ax=None, title: Optional[str] = None,
@@ -348,8 +349,10 @@ def plot_comparison(timelines: Sequence[Timeline], titles: Optional[Sequence[str
     if len(titles) != len(timelines):
         raise ValueError(f"Got {len(titles)} titles for {len(timelines)} timelines.")
     heights = [_Rows(t.lanes, memory_strip(t, memory)).height + 1.5 for t in timelines]
+    # Constrained layout keeps room for the traces' one legend under them (an Axes' legend
+    # taller than its Axes would push the traces below it apart).
     fig, axes = plt.subplots(len(timelines), 1, sharex=sharex, squeeze=False,
-                             figsize=(10, 0.5 * sum(heights) + 0.5),
+                             figsize=(10, 0.5 * sum(heights) + 0.5), layout="constrained",
                              gridspec_kw={"height_ratios": heights})
     longest = max(t.metrics.makespan for t in timelines)
     unit = pick_time_unit(longest) if sharex else "auto"
@@ -364,7 +367,13 @@ def plot_comparison(timelines: Sequence[Timeline], titles: Optional[Sequence[str
     if sharex:
         for ax in axes[:-1, 0]:
             ax.set_xlabel("")
-    fig.tight_layout()
+    shared = getattr(fig, "_ipu_trace_legend", {}).get("handles")
+    if shared:  # the one legend of the comparison, under the traces: they keep the width
+        for ax in axes[:, 0]:
+            if ax.get_legend() is not None:
+                ax.get_legend().set_visible(False)
+        fig.legend(handles=list(shared.values()), loc="outside lower center",
+                   ncol=min(len(shared), _LEGEND_COLUMNS), fontsize=TEXT_SIZE, frameon=False)
     return fig
 
 

@@ -442,10 +442,11 @@ def test_the_host_lane_is_tinted_only_by_the_hosts_own_boxes():
 
 def test_a_comparison_has_one_legend_and_each_axes_keeps_its_own_hidden():
     fig = plot_comparison([schedule_trace(s, "wide") for s in ("grouped", "sequential")])
-    visible = [ax.get_legend() for ax in fig.axes if ax.get_legend().get_visible()]
-    assert len(visible) == 1
-    names = [t.get_text() for t in visible[0].get_texts()]
+    assert not [ax for ax in fig.axes if ax.get_legend().get_visible()]
+    assert len(fig.legends) == 1  # under the traces, which keep the figure's width
+    names = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "main" in names and "one IPU at a time (1 IPU)" in names  # both traces' entries
+    assert figure_problems(fig) == []
     # As notebook 03 does: each Axes still has a legend to take handles from or remove.
     fig, axes = plt.subplots(2, 1, figsize=(10, 8))
     for ax in axes:
