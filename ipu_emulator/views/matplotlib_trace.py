@@ -124,7 +124,8 @@ def plot_timeline(timeline: Timeline, ax=None, title: Optional[str] = None,
             label.set_color(MEMORY_COLOUR)
     ax.set_ylim(rows.bottom, rows.top)
     ax.set_xlim(0, max(x(time_axis.end), 1e-12))
-    phases = drawn_phases(timeline)
+    phases = [(name, start, end) for name, start, end in drawn_phases(timeline)
+              if end > time_axis.start and start < time_axis.end]  # those in the window
     _shade_phases(ax, phases, x, rows, ipu_low, ipu_high)
     _draw_folds(ax, time_axis, x, ipu_low, ipu_high, timeline.clock)
     if time_axis.folds or time_axis.start != 0:

@@ -92,8 +92,9 @@ def timeline_svg(timelines: Sequence[Timeline], width: int = 960,
     strip_names: List[str] = []
     phases: List[str] = []
     for index, timeline in enumerate(timelines):
-        phases += [name for name in dict.fromkeys(name for name, _, _ in drawn_phases(timeline))
-                   if name not in phases]
+        phases += [name for name in dict.fromkeys(
+            name for name, begin, finish in drawn_phases(timeline)
+            if finish > start and begin < end) if name not in phases]  # those in the window
         title = titles[index] if titles else timeline.title
         strip = memory_strip(timeline, memory)
         if strip is not None and strip.name not in strip_names:
@@ -245,7 +246,7 @@ def _phases(parts, phases, axis, ipus_top, lanes_bottom, lanes_top) -> None:
     """Shade each phase behind the IPU lanes and name it above the lanes: in full where the
     name fits, else its short form ("up", "down", "WU"); the legend gives both."""
     for name, begin, finish in phases:
-        if not axis.visible(begin, finish):
+        if not (finish > axis.start and begin < axis.end):  # in the window, not touching it
             continue
         x0, x1 = axis.x(begin), axis.x(finish)
         colour = PHASE_COLOURS.get(name, OTHER_COLOUR)

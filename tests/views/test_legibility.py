@@ -455,3 +455,14 @@ def test_a_comparison_has_one_legend_and_each_axes_keeps_its_own_hidden():
     assert all(ax.get_legend() is not None for ax in axes)
     assert sum(ax.get_legend().get_visible() for ax in axes) == 1
     assert figure_problems(fig) == []
+
+
+def test_a_window_names_only_the_phases_it_shows():
+    timeline = schedule_trace("grouped", "wide")  # ramp-up until step 3, ramp-down from 19
+    ax = plot_timeline(timeline, window=(0, 5))
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "ramp-up (up)" in legend and "main" in legend and "ramp-down (down)" not in legend
+    assert figure_problems(ax.figure) == []
+    svg = timeline_svg([timeline], start=0, end=5)
+    assert ">ramp-up (up)</text>" in svg and "ramp-down" not in svg
+    assert svg_problems(svg) == []
