@@ -11,7 +11,8 @@ from ipu_emulator.sim.timeline import UNIT_CLOCK, Timeline
 from ipu_emulator.views.strips import (MEMORY_COLOUR, MemoryStrip, check_followed, followed,
                                        memory_strip)
 from ipu_emulator.views.style import (OTHER_COLOUR, PHASE_ALPHA, PHASE_COLOURS,
-                                      PIPELINE_ACTION_KINDS, colour_of, drawn_phases,
+                                      PIPELINE_ACTION_KINDS, STYLE_ORDER, colour_of,
+                                      drawn_phases,
                                       format_seconds, keys_present, kind_of, labels_actions,
                                       legend_name, phase_legend_name, phase_short, style_key,
                                       pick_time_unit, resolve_time_unit, time_formatter)
@@ -154,6 +155,24 @@ def plot_timeline(timeline: Timeline, ax=None, title: Optional[str] = None,
     return ax
 
 
+def _in_legend_order(handles: Dict[str, object]) -> list:
+    """The shared legend's entries: the kinds in their usual order, then the other entries
+    (followed micro-batch, strip, folds), then the phases, in the order a pass has them."""
+    kinds = [legend_name(key) for key in STYLE_ORDER]
+    phases = [phase_legend_name(name) for name in PHASE_COLOURS]
+
+    def rank(item):
+        index, label = item
+        if label in kinds:
+            return (0, kinds.index(label))
+        if label in phases:
+            return (2, phases.index(label))
+        return (1, index)
+
+    order = sorted(enumerate(handles), key=rank)
+    return [handles[label] for _, label in order]
+
+
 def _fractions(ax, low: float, high: float) -> Tuple[float, float]:
     """Data y ``low``..``high`` as fractions of the axes' height (``axvspan``'s ymin, ymax)."""
     bottom, top = ax.get_ylim()
@@ -190,7 +209,7 @@ def _one_legend(ax, handles) -> None:
         return
     host = max(traces["axes"], key=lambda a: (round(a.get_position().x1, 3),
                                               a.get_position().y1))
-    host.legend(handles=list(traces["handles"].values()), **style)
+    host.legend(handles=_in_legend_order(traces["handles"]), **style)
     for other in traces["axes"]:
         if other is not host and other.get_legend() is not None:
             other.get_legend().set_visible(False)
@@ -373,7 +392,7 @@ def plot_comparison(timelines: Sequence[Timeline], titles: Optional[Sequence[str
         for ax in axes[:, 0]:
             if ax.get_legend() is not None:
                 ax.get_legend().set_visible(False)
-        fig.legend(handles=list(shared.values()), loc="outside lower center",
+        fig.legend(handles=_in_legend_order(shared), loc="outside lower center",
                    ncol=min(len(shared), _LEGEND_COLUMNS), fontsize=TEXT_SIZE, frameon=False)
     return fig
 

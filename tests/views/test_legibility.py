@@ -446,6 +446,9 @@ def test_a_comparison_has_one_legend_and_each_axes_keeps_its_own_hidden():
     assert len(fig.legends) == 1  # under the traces, which keep the figure's width
     names = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "main" in names and "one IPU at a time (1 IPU)" in names  # both traces' entries
+    # Kinds first, phases last in a pass's order, whichever trace brought them.
+    assert names[:2] == ["forward", "backward"]
+    assert names[-4:] == ["ramp-up (up)", "main", "ramp-down (down)", "one IPU at a time (1 IPU)"]
     assert figure_problems(fig) == []
     # As notebook 03 does: each Axes still has a legend to take handles from or remove.
     fig, axes = plt.subplots(2, 1, figsize=(10, 8))
