@@ -290,13 +290,11 @@ def _kind_colours(figure, pixels) -> Dict[object, List[tuple]]:
             colours = collection.get_facecolor()
             if not tagged and len(colours) == 0:
                 continue
-            transform = collection.get_transform()
-            for index, path in enumerate(collection.get_paths()):
-                if _is_rectangle(path.vertices):
-                    colour = _shown_colour(pixels, _flipped(path.get_extents(transform), figure))
-                    if colour is not None:
-                        key = name if tagged else _declared(colours[index % len(colours)])
-                        shown.setdefault(key, []).append(colour)
+            for index, box in _rectangles(collection, figure):
+                colour = _shown_colour(pixels, box)
+                if colour is not None:
+                    key = name if tagged else _declared(colours[index % len(colours)])
+                    shown.setdefault(key, []).append(colour)
     return shown
 
 
@@ -387,12 +385,27 @@ def _bar_boxes(ax, figure, min_alpha: float = 0.5):
         colours = collection.get_facecolor()
         if len(colours) == 0:
             continue
-        transform = collection.get_transform()  # bars carry data coordinates, no offsets
-        for index, path in enumerate(collection.get_paths()):
+        for index, box in _rectangles(collection, figure):
             r, g, b, a = colours[index % len(colours)]  # the alpha includes the collection's
-            if a >= min_alpha and _is_rectangle(path.vertices):
-                boxes.append((_flipped(path.get_extents(transform), figure), (r, g, b)))
+            if a >= min_alpha:
+                boxes.append((box, (r, g, b)))
     return boxes
+
+
+def _rectangles(collection, figure) -> List[Tuple[int, _Box]]:
+    """(index, extent in pixels) of each rectangle among a collection's paths.  Worked out
+    once per drawn figure (several checks ask; a long run has thousands of bars)."""
+    paths = collection.get_paths()
+    key = (id(figure), figure.bbox.width, figure.bbox.height, id(paths), len(paths),
+           tuple(collection.get_transform().get_matrix().flat))
+    cached = getattr(collection, "_legibility_rectangles", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    transform = collection.get_transform()  # bars carry data coordinates, no offsets
+    rectangles = [(index, _flipped(path.get_extents(transform), figure))
+                  for index, path in enumerate(paths) if _is_rectangle(path.vertices)]
+    collection._legibility_rectangles = (key, rectangles)
+    return rectangles
 
 
 def _is_rectangle(vertices) -> bool:
