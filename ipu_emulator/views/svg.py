@@ -92,15 +92,16 @@ def timeline_svg(timelines: Sequence[Timeline], width: int = 960,
     strip_names: List[str] = []
     phases: List[str] = []
     for index, timeline in enumerate(timelines):
+        shaded = drawn_phases(timeline)
         phases += [name for name in dict.fromkeys(
-            name for name, begin, finish in drawn_phases(timeline)
+            name for name, begin, finish in shaded
             if finish > start and begin < end) if name not in phases]  # those in the window
         title = titles[index] if titles else timeline.title
         strip = memory_strip(timeline, memory)
         if strip is not None and strip.name not in strip_names:
             strip_names.append(strip.name)
         y = _panel(parts, timeline, title, axis, y, scale, unit, drawn, strip,
-                   follow_micro_batch)
+                   follow_micro_batch, shaded)
     kinds = [k for k in STYLE_ORDER if k in drawn] + sorted(drawn - set(STYLE_ORDER))
     extras = [(name, MEMORY_COLOUR, ' fill-opacity="0.45"') for name in strip_names] + (
         [("all IPUs idle (folded)", "url(#fold)", "")] if folded.folds else []) + (
@@ -159,12 +160,11 @@ class _Axis:
 
 def _panel(parts: List[str], timeline: Timeline, title: str, axis: _Axis, top: float,
            scale: float, unit: str, kinds_drawn_so_far: Set[str],
-           strip: Optional[MemoryStrip], follow: Optional[int]) -> float:
-    """Draw one timeline from ``top`` down (adding the kinds drawn to ``kinds_drawn_so_far``);
-    return the y below it."""
+           strip: Optional[MemoryStrip], follow: Optional[int], phases) -> float:
+    """Draw one timeline, its ``phases`` (``style.drawn_phases``) shaded, from ``top`` down
+    (adding the kinds drawn to ``kinds_drawn_so_far``); return the y below it."""
     parts.append(f'<text x="{axis.left}" y="{top + 15:.1f}" font-weight="bold" '
                  f'font-size="12px">{escape(title)}</text>')
-    phases = drawn_phases(timeline)
     lanes_top = top + TITLE_HEIGHT + (PHASE_ROW if phases else 0)
     height = lane_height(len(timeline.lanes))
     gap = LANE_GAP if height == LANE_HEIGHT else 1
