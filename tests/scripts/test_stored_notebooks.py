@@ -2,12 +2,15 @@
 carries the image too (a notebook saved from a kernel without the inline backend, such as
 one run with MPLBACKEND=Agg, stores the text alone, and learners see no trace).
 
-Only the stored outputs are read; the figures' legibility is checked when the notebooks run
-(tests/support/notebook_checks.py), since a stored PNG cannot be checked that way."""
+Only the stored outputs are read. A stored PNG cannot be read back for legibility, so the
+matplotlib figures are checked when the notebooks run (tests/support/notebook_checks.py); a
+stored SVG trace is text, and is checked here as the learner first sees it."""
 import json
 from pathlib import Path
 
 import pytest
+
+from ipu_emulator.views.legibility import svg_problems
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
 IMAGES = ("image/png", "image/svg+xml")
@@ -46,3 +49,30 @@ def test_a_bare_figure_is_found(tmp_path):
         {"cell_type": "code", "source": "fig", "metadata": {}, "outputs": [figure]},
     ]}), encoding="utf-8")
     assert list(bare_figures(notebook)) == [(2, "<Figure size 1000x400 with 2 Axes>")]
+
+
+# A trace drawn to scale (``fold_idle=False``) is meant to show compute as hairlines against a
+# long launch; every other problem still counts there.
+TO_SCALE = "fold_idle=False"
+HAIRLINES = "compute drawn only as boxes"
+
+
+def stored_svgs(notebook: Path):
+    """(cell index, the cell's source, SVG text) of each stored SVG output."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    for index, cell in enumerate(cells):
+        source = "".join(cell["source"])
+        for output in cell.get("outputs", []):
+            svg = output.get("data", {}).get("image/svg+xml")
+            if svg:
+                yield index, source, "".join(svg) if isinstance(svg, list) else svg
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[n.name for n in NOTEBOOKS])
+def test_every_stored_svg_trace_is_legible(notebook):
+    problems = []
+    for index, source, svg in stored_svgs(notebook):
+        for problem in svg_problems(svg):
+            if not (TO_SCALE in source and HAIRLINES in problem):
+                problems.append(f"cell {index}: {problem}")
+    assert not problems, f"{notebook.name}: " + "; ".join(problems[:5])
