@@ -44,7 +44,7 @@ $(STAMP): pyproject.toml
 # so a bare `make` still means `make env`).
 include lite/lite.mk
 
-# A kernel whose notebook was closed without shutting it down holds 0.3-0.4 GB of TensorFlow;
+# A kernel whose notebook was closed without shutting it down holds 0.3-0.5 GB of its own;
 # after 30 idle minutes with no notebook open the server shuts it down (open notebooks' kernels
 # are never culled: cull_connected stays False).
 CULL_CLOSED_KERNELS := --MappingKernelManager.cull_idle_timeout=1800 --MappingKernelManager.cull_interval=300

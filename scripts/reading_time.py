@@ -3,6 +3,7 @@ code they run, looks at every output, runs every cell and does every exercise.
 
     .venv/bin/python scripts/reading_time.py            # a table of every notebook
     .venv/bin/python scripts/reading_time.py --json     # the same as JSON
+    .venv/bin/python scripts/reading_time.py --write    # set each notebook's "Time to allow"
 
 No person was timed.  The reader's pace is stated here, so an instructor can scale it:
 
@@ -18,7 +19,8 @@ No person was timed.  The reader's pace is stated here, so an instructor can sca
   hint, fix); a numeric exercise (a "your turn" cell calling `exercises.check_...`): 2 minutes.
 
 The notebooks' "Time to allow" and notebooks/README.md's plans are this total rounded to five
-minutes; tests/scripts/test_learning_path.py keeps them so.
+minutes; tests/scripts/test_instructor_path.py keeps them so (after changing a notebook, run
+``--write``, then fix any plan in notebooks/README.md whose sums the test says moved).
 """
 from __future__ import annotations
 
@@ -137,8 +139,25 @@ def every_notebook():
     return [minutes_for(path) for path in sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))]
 
 
+TIME_TO_ALLOW = re.compile(r"(\*\*Time to allow\*\*:? about )(\d+)( min)")
+
+
+def write_times_to_allow(rows) -> None:
+    """Set the "Time to allow" each notebook states to the model reader's figure."""
+    for row in rows:
+        path = ROOT / "notebooks" / f"{row.notebook}.ipynb"
+        text = path.read_text(encoding="utf-8")
+        new = TIME_TO_ALLOW.sub(lambda m: f"{m.group(1)}{row.allowed}{m.group(3)}", text, count=1)
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            print(f"{row.notebook}: about {row.allowed} min")
+
+
 def main(argv) -> None:
     rows = every_notebook()
+    if "--write" in argv:
+        write_times_to_allow(rows)
+        return
     if "--json" in argv:
         print(json.dumps([dict(asdict(r), total=r.total, allowed=r.allowed) for r in rows],
                          indent=1))
