@@ -44,7 +44,7 @@ STARTING_CODE = '''\
 # Your turn: shard step 1's training step (the pipelining tutorial's step 2)
 #  [ ] a) build flatten, dense256, dense128 and dense64 inside ipu.scopes.ipu_shard(0)
 #  [ ] b) build dense32, the logits, the loss and the optimizer inside ipu.scopes.ipu_shard(1)
-#  [ ] c) change nothing else: the check runs your step on a device of two IPUs (task d)
+#  [ ] c) change nothing else: the check runs your step on a device of two IPUs
 def sharded_training_step(learning_rate, images, labels):
     with tf.variable_scope("flatten"):
         activations = tf.reshape(images, [-1, 28 * 28])

@@ -265,9 +265,9 @@ def check_configurable_pipeline(pipeline_for_splits):
                       f"{len(splits) + 1} IPUs" for splits in SPLITS_TRIED)
     return right(f"your stages follow the splits: {tried}, each layer in its own "
                  f"stage<k>_<layer> scope. The rest of the tutorial's step 4 is plumbing: "
-                 f"read the splits from the command line (task a) and ask for one IPU per "
-                 f"stage (task f). The next sections show why that last task needs a rule "
-                 f"for three stages.")
+                 f"reading the splits from the command line and asking for one IPU per "
+                 f"stage. The next sections show why asking for IPUs needs a rule for "
+                 f"three stages.")
 
 
 __all__ = ["check_configurable_pipeline", "solution", "run_pipeline", "STARTING_CODE",
