@@ -44,6 +44,9 @@ $(STAMP): pyproject.toml
 # so a bare `make` still means `make env`).
 include lite/lite.mk
 
+# make hub: a real JupyterHub serving this lab to a small class on this machine (hub/hub.mk).
+include hub/hub.mk
+
 # A kernel whose notebook was closed without shutting it down holds 0.3-0.5 GB of its own;
 # after 30 idle minutes with no notebook open the server shuts it down (open notebooks' kernels
 # are never culled: cull_connected stays False).

@@ -1,0 +1,172 @@
+# JupyterHub configuration for `make hub` (hub/hub.mk, hub/README.md): this lab on this
+# machine for a rehearsal or a small class.  Everything it writes lives under build/:
+#   build/hub-state/           the hub's database, cookie secret, proxy pid and the passwords
+#   build/hub-homes/<name>/    each learner's home: their own notebooks/ (copied on first login)
+# Settings come from the environment (hub/hub.mk passes them): HUB_IP, HUB_PORT, HUB_ADMIN,
+# HUB_PASSWORD, HUB_CULL_SERVERS (seconds), IPU_HUB_KERNEL_ARGS (the Makefile's kernel culling);
+# IPU_HUB_STATE and IPU_HUB_HOMES move the two folders (bench/hub_smoke.py uses its own).
+import glob
+import json
+import os
+import secrets
+import shutil
+import socket
+import sys
+
+c = get_config()  # noqa: F821 (JupyterHub provides it)
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("IPU_HUB_BUILD", os.path.join(REPO, "build"))
+STATE = os.environ.get("IPU_HUB_STATE", os.path.join(BUILD, "hub-state"))
+HOMES = os.environ.get("IPU_HUB_HOMES", os.path.join(BUILD, "hub-homes"))
+LAB_VENV = os.environ.get("IPU_HUB_LAB_VENV", os.path.join(REPO, ".venv"))
+OVERLAY = os.path.join(BUILD, "hub-singleuser-venv")
+PROXY = os.path.join(BUILD, "hub-node", "node_modules", ".bin", "configurable-http-proxy")
+os.makedirs(STATE, exist_ok=True)
+os.makedirs(HOMES, exist_ok=True)
+
+# --- where it listens -------------------------------------------------------------------
+# 127.0.0.1 by default (a rehearsal); HUB_IP=0.0.0.0 lets the class's machines in.
+IP = os.environ.get("HUB_IP", "127.0.0.1")
+PORT = int(os.environ.get("HUB_PORT", "8000"))
+c.JupyterHub.bind_url = f"http://{IP}:{PORT}"
+# The proxy's API and the hub itself listen on 127.0.0.1 only, at JupyterHub's usual offsets
+# from the public port (8001 and 8081 for 8000), so a second hub on another port can run.
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{PORT + 1}"
+c.JupyterHub.hub_port = PORT + 81
+c.JupyterHub.db_url = "sqlite:///" + os.path.join(STATE, "jupyterhub.sqlite")
+c.JupyterHub.cookie_secret_file = os.path.join(STATE, "jupyterhub_cookie_secret")
+c.ConfigurableHTTPProxy.command = [PROXY]
+c.ConfigurableHTTPProxy.pid_file = os.path.join(STATE, "jupyterhub-proxy.pid")
+
+# --- login: one shared password for the learners, another for the instructor ---------------
+# Made once and kept in build/hub-state/passwords.json, so a restart keeps them; HUB_PASSWORD
+# sets the learners' own (at least 8 characters).  Anyone with the learners' password can log
+# in under any name but the instructor's: each learner picks their own name.
+ADMIN = os.environ.get("HUB_ADMIN", "instructor")
+PASSWORDS = os.path.join(STATE, "passwords.json")
+if os.path.exists(PASSWORDS):
+    with open(PASSWORDS) as f:
+        passwords = json.load(f)
+else:
+    passwords = {"learners": secrets.token_urlsafe(9), "instructor": secrets.token_urlsafe(30)}
+    with open(os.open(PASSWORDS, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        json.dump(passwords, f)
+if os.environ.get("HUB_PASSWORD"):
+    passwords["learners"] = os.environ["HUB_PASSWORD"]
+c.JupyterHub.authenticator_class = "shared-password"
+c.SharedPasswordAuthenticator.user_password = passwords["learners"]
+c.SharedPasswordAuthenticator.admin_password = passwords["instructor"]
+c.Authenticator.admin_users = {ADMIN}
+c.Authenticator.allow_all = True
+# Names become folder names under build/hub-homes/: letters, digits, '.', '_' and '-' only.
+c.Authenticator.username_pattern = r"^[a-z0-9][a-z0-9._-]{0,31}$"
+
+# --- each learner's server ----------------------------------------------------------------
+# SimpleLocalProcessSpawner: every server is a process of the user who started the hub, with
+# its home under build/hub-homes/.  NO ISOLATION: a learner's code can read, change or delete
+# anyone's files, and can stop anyone's kernels.  No memory limit either: this spawner cannot
+# enforce one (Spawner.mem_limit would only be passed on as $MEM_LIMIT), so none is set; a
+# spawner that enforces it (systemdspawner, DockerSpawner, KubeSpawner) is the way to get one.
+c.JupyterHub.spawner_class = "jupyterhub.spawner.SimpleLocalProcessSpawner"
+c.SimpleLocalProcessSpawner.home_dir_template = os.path.join(HOMES, "{username}")
+c.Spawner.notebook_dir = os.path.join(HOMES, "{username}")
+# The server runs on the lab's .venv Python (TensorFlow, the emulator, JupyterLab and its
+# widgets), with `jupyterhub` from build/hub-singleuser-venv appended (hub/singleuser.py).
+overlay_site = glob.glob(os.path.join(OVERLAY, "lib", "python3*", "site-packages"))
+c.Spawner.cmd = [
+    os.path.join(LAB_VENV, "bin", "python"),
+    os.path.join(REPO, "hub", "singleuser.py"),
+    overlay_site[0] if overlay_site else OVERLAY,
+]
+args = os.environ.get(
+    "IPU_HUB_KERNEL_ARGS",
+    "--MappingKernelManager.cull_idle_timeout=1800 --MappingKernelManager.cull_interval=300",
+).split()
+if os.getuid() == 0:
+    args.append("--allow-root")
+c.Spawner.args = args
+c.Spawner.default_url = "/lab/tree/notebooks/README.md"
+# A loaded machine starts servers slowly; Zero to JupyterHub allows 300 s.
+c.Spawner.start_timeout = 180
+c.Spawner.http_timeout = 120
+
+
+def course_files(src, skip=("traces", ".ipynb_checkpoints", "__pycache__")):
+    """Relative paths of the files under src, leaving out generated folders."""
+    for root, dirs, files in os.walk(src):
+        dirs[:] = sorted(d for d in dirs if d not in skip)
+        for name in sorted(files):
+            yield os.path.relpath(os.path.join(root, name), src)
+
+
+async def copy_course(spawner):
+    """Give the learner their own notebooks/ (and docs/, which the notebooks link to).
+
+    A notebook is copied only when the learner has no file of that name: their edits are
+    never overwritten, and notebooks added to the course later still reach them.  docs/ is
+    reference text and is refreshed at every start.  Newly copied notebooks are trusted in the
+    learner's own Jupyter data folder, so JupyterLab shows their stored traces at once.
+    """
+    import asyncio
+
+    home = spawner.home_dir
+    copied = []
+    for rel in course_files(os.path.join(REPO, "notebooks")):
+        dst = os.path.join(home, "notebooks", rel)
+        if not os.path.exists(dst):
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            shutil.copy2(os.path.join(REPO, "notebooks", rel), dst)
+            copied.append(dst)
+    shutil.copytree(os.path.join(REPO, "docs"), os.path.join(home, "docs"), dirs_exist_ok=True)
+    notebooks = [p for p in copied if p.endswith(".ipynb")]
+    if notebooks:
+        env = dict(os.environ, HOME=home)
+        env.pop("JUPYTER_DATA_DIR", None)
+        proc = await asyncio.create_subprocess_exec(
+            os.path.join(LAB_VENV, "bin", "jupyter"), "trust", *notebooks, env=env,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        )
+        await proc.wait()
+    spawner.log.info("course for %s: %d new file(s) copied", spawner.user.name, len(copied))
+
+
+c.Spawner.pre_spawn_hook = copy_course
+
+# --- culling --------------------------------------------------------------------------------
+# Kernels: inside each server, as `make lab` does (IPU_HUB_KERNEL_ARGS above).  Servers: a
+# server with no activity for HUB_CULL_SERVERS seconds (default an hour) is stopped by
+# jupyterhub-idle-culler; its files stay, and the learner's next visit starts it again.
+CULL_SERVERS = int(os.environ.get("HUB_CULL_SERVERS", "3600"))
+c.JupyterHub.services = [
+    {
+        "name": "idle-culler",
+        "command": [sys.executable, "-m", "jupyterhub_idle_culler",
+                    f"--timeout={CULL_SERVERS}", f"--cull-every={max(60, CULL_SERVERS // 6)}"],
+    }
+]
+c.JupyterHub.load_roles = [
+    {
+        "name": "idle-culler",
+        "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
+        "services": ["idle-culler"],
+    }
+]
+
+# --- what the instructor reads at start ------------------------------------------------------
+host = socket.gethostname() if IP in ("", "0.0.0.0") else IP
+print(
+    "\n".join([
+        "",
+        "=" * 72,
+        f"  IPU tutorial lab on JupyterHub:  http://{host}:{PORT}/",
+        f"  learners: any name (letters, digits, . _ -), password  {passwords['learners']}",
+        f"  instructor (admin, {c.JupyterHub.bind_url}/hub/admin): name '{ADMIN}', password",
+        f"      {passwords['instructor']}",
+        f"  homes: {HOMES}   (Ctrl-C stops the hub and every server; files stay)",
+        "  no isolation between learners and no memory limit: see hub/README.md",
+        "=" * 72,
+        "",
+    ]),
+    flush=True,
+)
