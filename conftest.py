@@ -25,12 +25,13 @@ pytest_plugins = ["tests.support.notebook_checks", "tests.support.lite_report"]
 collect_ignore_glob = ["tests/layouts/*"]
 
 # Folders whose tests make one unit each, and the longest units, first to be handed out: the
-# browser tests (JupyterLab and the JupyterLite site), the TF2 child, then the notebooks that
+# browser tests (JupyterLab and the JupyterLite site), the TF2 child, the classroom rehearsal on
+# a JupyterHub (tests/hub/: about a minute of three learners' kernels), then the notebooks that
 # train longest, then the folders of tests that start child processes.  Anything not named
 # keeps its collection order after these.
 UNIT_FOLDERS = {"tests/browser/": "browser", "tests/lite/": "browser",
                 "tests/emulator/tf2/": "tf2"}
-FIRST = ["browser", "tf2",
+FIRST = ["browser", "tf2", "tests/hub/",
          "notebooks/02_", "notebooks/09_", "notebooks/03_", "notebooks/07_", "notebooks/06_",
          "notebooks/01_", "notebooks/05_", "notebooks/08_", "notebooks/04_",
          "tests/cli/", "tests/emulator/", "tests/scripts/"]

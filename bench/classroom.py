@@ -1,10 +1,12 @@
-"""A classroom rehearsal on a real JupyterHub (issue 25, part 2).  Not part of `make test`.
+"""A classroom rehearsal on a real JupyterHub, with faults (issue 25).  `make test` runs it with
+3 learners (tests/hub/test_classroom_rehearsal.py); bigger classes by hand:
 
-    .venv/bin/python bench/classroom.py [--learners 3] [--start-window 10] [--think 1] [--port 8050]
+    .venv/bin/python bench/classroom.py [--learners 3] [--start-window 10] [--think 1]
+        [--faults kernel-kill,server-restart,hub-restart] [--no-baseline] [--port 8050]
 
 In the spirit of hubtraf, but running the real lessons.  It starts `make hub` on its own port,
-state and homes (build/classroom/, never a class's build/hub-state or build/hub-homes), then:
-  1. one learner ("solo") logs in, starts a server and runs the two-hour plan's notebooks
+state and homes (build/classroom/ or --work, never a class's build/hub-state or build/hub-homes):
+  1. unless --no-baseline, one learner ("solo") runs the two-hour plan's notebooks
      (notebooks/README.md, "Workshop plans": 01, then 04 and 08) alone: the baseline;
   2. N learners log in through the hub's login form, spread evenly over --start-window seconds,
      start their servers through the hub's REST API, and each runs the same notebooks in order,
@@ -13,14 +15,26 @@ state and homes (build/classroom/, never a class's build/hub-state or build/hub-
      websocket, --think seconds between cells; the kernel shut down after each notebook, as the
      notebooks ask), with the exercises solved (IPU_LAB_SOLUTIONS=1, IPU_EMULATOR_DATA=sample,
      set in the kernel's os.environ before the first cell, as `make test` sets them);
-  3. a sampler reads, every second, each learner's server + kernel processes' resident and
+  3. the faults a class meets: learner01's kernel gets SIGKILL mid-cell (as the out-of-memory
+     killer does), learner02's server is stopped mid-cell through the hub's REST API (the Hub
+     Control Panel's Stop My Server); each first saves an edit to the notebook they are in,
+     once their first exercise check is in their progress file, and the fault strikes the next
+     cell still running after STRIKE_AFTER_S.  When both have recovered, the hub is restarted
+     as Ctrl-C and `make hub` do, while some learner's cell runs: every server stops with it.
+     Every learner whose kernel or server went away does what a learner would: waits for the
+     hub, starts their server if it is not running (the hub's page does that on a reload),
+     and runs the notebook again from the top.  The last learner also gets three "Not yet" at
+     an exercise of a later notebook (10), so the instructor's progress view has someone stuck;
+  4. a sampler reads, every second, each learner's server + kernel processes' resident and
      private memory (from /proc, as bench/hub_smoke.py does), the machine's used memory
      (total - available) and the load average;
-  4. stops the hub as Ctrl-C does, checks no learner's process is left, and checks each
-     learner's notebooks are still in their home.
+  5. reads the class's progress as the instructor does (`python -m ipu_emulator progress`), stops
+     the hub as Ctrl-C does, checks no learner's process is left, and checks each learner's
+     notebooks, saved edit and progress from before their fault are all still there.
 Per learner: login time, server start time, seconds per notebook (and its ratio to the same
-notebook run alone), failed cells (with the error name), whether a kernel died, peak memory.
-Numbers go to build/classroom/numbers.json (with --tag, numbers-<tag>.json as well).
+notebook run alone), failed cells (with the error name), interruptions (cause, cell, seconds to
+recover), kernel deaths nobody caused, peak memory.  Numbers go to build/classroom/numbers.json
+(with --tag, numbers-<tag>.json as well); the exit status is 1 when anything was lost or failed.
 """
 
 import argparse
@@ -28,6 +42,8 @@ import asyncio
 import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -45,11 +61,26 @@ PLAN = ["notebooks/01_porting_a_simple_example.ipynb", "notebooks/04_feeds_explo
         "notebooks/08_pipeline_playground.ipynb"]
 SETUP = ("import os\nos.environ['IPU_LAB_SOLUTIONS'] = '1'\nos.environ['IPU_EMULATOR_DATA'] = 'sample'\n"
          "print('PID', os.getpid())")
+# Three wrong answers at notebook 10's exercise: the learner the progress view should call stuck.
+GO_WRONG = ("from ipu_emulator.exercises import REGISTRY, nb10_schedules\n"
+            "for answer in REGISTRY['10.chunks-per-ipu'].wrong[:3]:\n"
+            "    print(nb10_schedules.check_chunks_per_ipu(answer))")
+LEARNER_FAULTS = ("kernel-kill", "server-restart")  # one learner each, in this order
+FAULTS = LEARNER_FAULTS + ("hub-restart",)          # the last: the whole class
 CELL_TIMEOUT = 600
+# A fault strikes a cell still running this long after it started (notebook 01's training and
+# simulation cells run for longer on this machine; a quicker cell passes it on to the next).
+STRIKE_AFTER_S = 0.25
+RECOVERY_TIMEOUT = 300
+EDIT_MARKER = "Saved by {name} just before the {fault}."
 
 
 def log(msg):
     print(f"[classroom {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+class Interrupted(Exception):
+    """The learner's kernel or server went away under a running notebook."""
 
 
 class Sampler(threading.Thread):
@@ -59,8 +90,12 @@ class Sampler(threading.Thread):
         super().__init__(daemon=True)
         self.stop = threading.Event()
         self.peak = {}  # learner -> {"rss": MB, "private": MB}
+        vm = psutil.virtual_memory()
+        self.machine_used_at_start_mb = (vm.total - vm.available) / 2**20
+        self.reset()
+
+    def reset(self):
         self.machine_peak_used_mb = 0.0
-        self.machine_used_at_start_mb = (psutil.virtual_memory().total - psutil.virtual_memory().available) / 2**20
         self.load_peak_1min = 0.0
         self.cpu = []
 
@@ -86,198 +121,452 @@ class Sampler(threading.Thread):
             self.cpu.append(psutil.cpu_percent())
 
 
-async def run_notebook(url, name, headers, path, think):
-    """Run one notebook's code cells in a fresh kernel; return its record."""
-    from tornado.httpclient import HTTPRequest
-    from tornado.websocket import websocket_connect
+class Classroom:
+    """The hub, shared by every learner's thread, and the class-wide fault: a hub restart."""
 
-    rec = {"notebook": os.path.basename(path), "failed_cells": [], "kernel_died": False}
-    base = url + f"/user/{name}/api"
-    nb = json.load(open(os.path.join(hs.HOMES, name, path)))
-    cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
-    rec["code_cells"] = len(cells)
-    t0 = time.monotonic()
-    r = requests.post(base + "/sessions", headers=headers,
-                      json={"path": path, "type": "notebook", "name": os.path.basename(path),
-                            "kernel": {"name": "python3"}})
-    r.raise_for_status()
-    session, kernel = r.json()["id"], r.json()["kernel"]["id"]
-    ws = await websocket_connect(HTTPRequest(
-        url.replace("http", "ws", 1) + f"/user/{name}/api/kernels/{kernel}/channels", headers=headers))
-    run_s = 0.0
-    try:
-        for i, source in enumerate([SETUP] + cells):
-            if i > 1 and think:
-                await asyncio.sleep(think)
-            msg_id = uuid.uuid4().hex
-            ws.write_message(json.dumps({
-                "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": name,
-                           "session": uuid.uuid4().hex, "version": "5.3"},
-                "parent_header": {}, "metadata": {}, "channel": "shell",
-                "content": {"code": source, "silent": False, "store_history": True,
-                            "user_expressions": {}, "allow_stdin": False, "stop_on_error": False},
-            }))
-            c0 = time.monotonic()
-            while True:
-                try:
-                    raw = await asyncio.wait_for(ws.read_message(), CELL_TIMEOUT)
-                except asyncio.TimeoutError:
-                    raw = "timeout"
-                if raw is None or raw == "timeout":
-                    rec["kernel_died"] = True
-                    rec["failed_cells"].append({"cell": i, "error": "websocket closed" if raw is None else "timeout"})
-                    break
-                msg = json.loads(raw)
-                kind, content = msg.get("msg_type"), msg.get("content", {})
-                if kind == "status" and content.get("execution_state") in ("dead", "restarting"):
-                    rec["kernel_died"] = True
-                if msg.get("parent_header", {}).get("msg_id") != msg_id:
-                    continue
-                if kind == "error":
-                    rec["failed_cells"].append({"cell": i, "error": content["ename"],
-                                                "value": content["evalue"][:200]})
-                elif kind == "execute_reply":
-                    break
-            run_s += time.monotonic() - c0
-            if rec["kernel_died"]:
-                break
-    finally:
-        ws.close()
-        rec["seconds"] = round(time.monotonic() - t0, 1)  # wall time, thinking included
-        rec["kernel_seconds"] = round(run_s, 1)  # time cells took to run, thinking left out
-        requests.delete(base + f"/sessions/{session}", headers=headers)
-        requests.delete(base + f"/kernels/{kernel}", headers=headers)
-    return rec
+    def __init__(self, port):
+        self.port = port
+        self.lock = threading.Lock()
+        self.hub, self.url = hs.start_hub(port, "classroom")
+        self.password = json.load(open(os.path.join(hs.STATE, "passwords.json")))["learners"]
+        self.hub_restart = None  # {"start", "end", "busy": [...], "progress": {...}} once done
+
+    def restart_hub_when_busy(self, learners, done):
+        """Once every learner's own fault has struck and been recovered from, restart the hub as
+        Ctrl-C and `make hub` do, at a moment when some learner's cell has been running for
+        STRIKE_AFTER_S: every server stops with the hub.  Runs in its own thread."""
+        while not done.wait(0.05):
+            if any(lrn.fault and not lrn.fault_recovered() for lrn in learners):
+                continue
+            busy = [lrn.name for lrn in learners if lrn.cell_running_for() >= STRIKE_AFTER_S]
+            if not busy:
+                continue
+            with self.lock:
+                t0 = time.monotonic()
+                progress = {lrn.name: lrn.progress_lines() for lrn in learners}
+                log(f"hub restart while {', '.join(busy)} run a cell")
+                hs.stop_hub(self.hub, "restart")
+                self.hub, self.url = hs.start_hub(self.port, "after-restart")
+                self.hub_restart = {"start": t0, "end": time.monotonic(), "busy": busy,
+                                    "progress": progress}
+            return
+
+    def restarting_since(self, t):
+        """Whether a hub restart is under way or ended after t: what took a server away."""
+        return self.lock.locked() or bool(self.hub_restart and self.hub_restart["end"] >= t)
+
+    def stop(self):
+        hs.stop_hub(self.hub, "classroom")
 
 
-def learner(url, password, name, delay, think, out):
-    rec = out[name] = {"name": name, "notebooks": []}
-    try:
-        time.sleep(delay)
+class Learner:
+    def __init__(self, room, name, think, fault=None, go_wrong=False):
+        self.room, self.name, self.think = room, name, think
+        self.fault, self.go_wrong = fault, go_wrong
+        # Once armed: {"fault", "notebook", "path", "edit", "progress_lines"}; "cell" once it
+        # struck, "recovered" once the learner's server answered again.
+        self.fault_state = None
+        self.rec = {"name": name, "notebooks": [], "interruptions": []}
+        self.headers = None
+        self.cell_started = None  # monotonic time the running cell was sent, None between cells
+
+    def fault_in_progress(self):
+        return bool(self.fault_state and "cell" in self.fault_state
+                    and not self.fault_state.get("recovered"))
+
+    def fault_recovered(self):
+        return bool(self.fault_state and self.fault_state.get("recovered"))
+
+    def cell_running_for(self):
+        started = self.cell_started
+        return 0.0 if started is None else time.monotonic() - started
+
+    @property
+    def home(self):
+        return os.path.join(hs.HOMES, self.name)
+
+    def progress_lines(self):
+        try:
+            with open(os.path.join(self.home, ".ipu-lab", "progress.jsonl")) as f:
+                return f.read().splitlines()
+        except OSError:
+            return []
+
+    def api(self, method, path, **kw):
+        """A call to the learner's own server; a server or hub that went away is Interrupted."""
+        try:
+            r = requests.request(method, self.room.url + f"/user/{self.name}/api" + path,
+                                 headers=self.headers, timeout=60, **kw)
+        except requests.RequestException as e:
+            raise Interrupted(f"{type(e).__name__}") from e
+        if r.status_code >= 400:
+            raise Interrupted(f"HTTP {r.status_code} from {path}")
+        return r
+
+    def hub_api(self, method, path, **kw):
+        """A call to the hub's REST API; None while the hub is away (restarting)."""
+        try:
+            r = requests.request(method, self.room.url + "/hub/api" + path, headers=self.headers,
+                                 timeout=30, **kw)
+            return r if r.status_code < 500 else None
+        except requests.RequestException:
+            return None
+
+    def server(self):
+        """The learner's server as the hub sees it ({} when stopped), or None when the hub is away."""
+        r = self.hub_api("GET", f"/users/{self.name}")
+        if r is None or r.status_code != 200:
+            return None
+        return r.json().get("servers", {}).get("") or {}
+
+    # --- the plan -------------------------------------------------------------------------
+    def run(self, delay):
+        try:
+            time.sleep(delay)
+            t0 = time.monotonic()
+            self.headers = hs.login(self.room.url, self.name, self.room.password)
+            self.rec["login_s"] = round(time.monotonic() - t0, 2)
+            self.rec["server_start_s"] = hs.start_server(self.room.url, self.name, self.headers)
+            for path in PLAN:
+                nb = self.run_notebook(path)
+                self.rec["notebooks"].append(nb)
+                log(f"{self.name}: {nb['notebook']} in {nb['seconds']} s ({nb['kernel_seconds']} s running), "
+                    f"{len(nb['failed_cells'])} failed cell(s), {nb['runs']} run(s)"
+                    f"{', A KERNEL DIED UNCAUSED' if nb['kernel_died'] else ''}")
+            if self.go_wrong:
+                self.rec["went_wrong"] = asyncio.run(self.run_cells(PLAN[-1], [GO_WRONG], {}))
+        except BaseException as e:  # noqa: BLE001 (a learner's failure is recorded, not fatal)
+            self.rec["error"] = f"{type(e).__name__}: {e}"
+            log(f"{self.name}: {self.rec['error']}")
+        finally:
+            self.cell_started = None
+
+    def run_notebook(self, path):
+        """Run a notebook's code cells; after an interruption, recover and run it again."""
         t0 = time.monotonic()
-        headers = hs.login(url, name, password)
-        rec["login_s"] = round(time.monotonic() - t0, 2)
-        rec["server_start_s"] = hs.start_server(url, name, headers)
-        for path in PLAN:
-            nb = asyncio.run(run_notebook(url, name, headers, path, think))
-            rec["notebooks"].append(nb)
-            log(f"{name}: {nb['notebook']} in {nb['seconds']} s ({nb['kernel_seconds']} s running), "
-                f"{len(nb['failed_cells'])} failed cell(s){', KERNEL DIED' if nb['kernel_died'] else ''}")
-    except BaseException as e:  # noqa: BLE001 (a learner's failure is recorded, not fatal)
-        rec["error"] = f"{type(e).__name__}: {e}"
-        log(f"{name}: {rec['error']}")
+        rec = {"notebook": os.path.basename(path), "failed_cells": [], "kernel_died": False,
+               "runs": 0, "kernel_seconds": 0.0}
+        while True:
+            rec["runs"] += 1
+            rec["failed_cells"] = []
+            try:
+                asyncio.run(self.run_cells(path, None, rec))
+                break
+            except Interrupted as why:
+                self.cell_started = None
+                if rec["runs"] > 3:
+                    raise
+                self.recover(path, str(why))
+        rec["seconds"] = round(time.monotonic() - t0, 1)  # wall time, thinking and recovery included
+        rec["kernel_seconds"] = round(rec["kernel_seconds"], 1)  # the cells' own running time
+        return rec
+
+    def recover(self, path, why):
+        """What a learner does when their kernel or server went away: reload the page (the
+        hub starts their server if it is not running), then run the notebook from the top."""
+        t0 = time.monotonic()
+        ours = self.fault_in_progress()
+        cause = self.fault if ours else "hub-restart" if self.room.restarting_since(t0 - 120) else "unexpected"
+        while True:
+            if time.monotonic() - t0 > RECOVERY_TIMEOUT:
+                raise RuntimeError(f"{self.name} could not get their server back in {RECOVERY_TIMEOUT} s")
+            server = self.server()
+            if server is not None and server.get("ready"):
+                break
+            if server == {}:  # stopped: the hub's page starts it
+                self.hub_api("POST", f"/users/{self.name}/server")
+            time.sleep(0.5)
+        took = round(time.monotonic() - t0, 1)
+        if ours:
+            self.fault_state["recovered"] = True
+        self.rec["interruptions"].append({"notebook": os.path.basename(path), "cause": cause,
+                                          "what": why, "recovered_s": took})
+        log(f"{self.name}: {cause} ({why}); server back in {took} s, running {os.path.basename(path)} again")
+
+    async def run_cells(self, path, sources, rec):
+        """One run of a notebook (or of ``sources``) in a new session's kernel."""
+        from tornado.httpclient import HTTPRequest
+        from tornado.websocket import WebSocketClosedError, websocket_connect
+
+        if sources is None:
+            nb = json.load(open(os.path.join(self.home, path)))
+            sources = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+            rec["code_cells"] = len(sources)
+        r = self.api("POST", "/sessions", json={"path": path, "type": "notebook",
+                                                "name": os.path.basename(path), "kernel": {"name": "python3"}})
+        session, kernel = r.json()["id"], r.json()["kernel"]["id"]
+        try:
+            ws = await websocket_connect(HTTPRequest(
+                self.room.url.replace("http", "ws", 1) + f"/user/{self.name}/api/kernels/{kernel}/channels",
+                headers=self.headers))
+        except Exception as e:  # noqa: BLE001 (the server went away between the two calls)
+            raise Interrupted(f"websocket: {type(e).__name__}") from e
+        outputs = []
+        try:
+            for i, source in enumerate([SETUP] + sources):
+                if i > 1 and self.think:
+                    await asyncio.sleep(self.think)
+                msg_id = uuid.uuid4().hex
+                try:
+                    ws.write_message(json.dumps({
+                        "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": self.name,
+                                   "session": uuid.uuid4().hex, "version": "5.3"},
+                        "parent_header": {}, "metadata": {}, "channel": "shell",
+                        "content": {"code": source, "silent": False, "store_history": True,
+                                    "user_expressions": {}, "allow_stdin": False, "stop_on_error": False},
+                    }))
+                except WebSocketClosedError as e:
+                    raise Interrupted("websocket closed") from e
+                c0 = self.cell_started = time.monotonic()
+                armed = bool(self.fault and "cell" not in (self.fault_state or {}) and i > 0
+                             and self.progress_lines())
+                if armed and not self.fault_state:
+                    self.save_edit(path)
+                # A cell is done when the kernel has replied on the shell channel and gone idle
+                # on IOPub (its outputs and errors come before that; the two channels' messages
+                # may arrive in either order).
+                replied = idle = False
+                while not (replied and idle):
+                    try:
+                        raw = await asyncio.wait_for(ws.read_message(), STRIKE_AFTER_S if armed else CELL_TIMEOUT)
+                    except asyncio.TimeoutError:
+                        if armed:  # still running: the fault strikes now, mid-cell
+                            armed = False
+                            await asyncio.get_running_loop().run_in_executor(None, self.strike, path, i, kernel)
+                            continue
+                        rec.setdefault("failed_cells", []).append({"cell": i, "error": "timeout"})
+                        break
+                    if raw is None:
+                        raise Interrupted("websocket closed")
+                    msg = json.loads(raw)
+                    kind, content = msg.get("msg_type"), msg.get("content", {})
+                    if kind == "status" and content.get("execution_state") in ("dead", "restarting",
+                                                                                "autorestarting"):
+                        caused = self.fault_in_progress() or self.room.restarting_since(time.monotonic() - 120)
+                        if not caused:
+                            rec["kernel_died"] = True  # nobody caused this one
+                        raise Interrupted(f"kernel {content['execution_state']}")
+                    if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                        continue
+                    if kind == "stream":
+                        outputs.append(content.get("text", ""))
+                    elif kind == "error":
+                        rec.setdefault("failed_cells", []).append(
+                            {"cell": i, "error": content["ename"], "value": content["evalue"][:200]})
+                    elif kind == "status" and content.get("execution_state") == "idle":
+                        idle = True
+                    elif kind == "execute_reply":
+                        replied = True
+                self.cell_started = None
+                rec["kernel_seconds"] = rec.get("kernel_seconds", 0.0) + time.monotonic() - c0
+        finally:
+            ws.close()
+            for url in (f"/sessions/{session}", f"/kernels/{kernel}"):
+                try:
+                    self.api("DELETE", url)
+                except Interrupted:
+                    pass  # already gone with its server
+        return "".join(outputs)
+
+    # --- the faults -----------------------------------------------------------------------
+    def save_edit(self, path):
+        """The learner saves their notebook (as JupyterLab's Ctrl-S does) before the fault."""
+        marker = EDIT_MARKER.format(name=self.name, fault=self.fault)
+        model = self.api("GET", f"/contents/{path}").json()
+        model["content"]["cells"].insert(0, {"cell_type": "markdown", "metadata": {}, "source": marker})
+        self.api("PUT", f"/contents/{path}", json={"type": "notebook", "format": "json",
+                                                    "content": model["content"]})
+        self.fault_state = {"fault": self.fault, "notebook": os.path.basename(path), "edit": marker,
+                            "path": path, "progress_lines": self.progress_lines()}
+
+    def strike(self, path, cell, kernel):
+        self.fault_state.update(cell=cell)
+        log(f"{self.name}: {self.fault} at cell {cell} of {os.path.basename(path)}")
+        if self.fault == "kernel-kill":
+            pids = [pid for pid, (_user, cmd) in hs.processes().items() if f"kernel-{kernel}" in cmd]
+            for pid in pids:
+                os.kill(pid, signal.SIGKILL)
+            self.fault_state["killed"] = len(pids)
+        elif self.fault == "server-restart":  # Stop My Server; recover() is the Start button
+            self.hub_api("DELETE", f"/users/{self.name}/server")
+
+    def kept(self):
+        """What survived: the course, the saved edit, the progress from before each fault."""
+        names = os.listdir(os.path.join(self.home, "notebooks"))
+        kept = {"notebooks": all(os.path.exists(os.path.join(self.home, p)) for p in PLAN)
+                and len([f for f in names if f.endswith(".ipynb")]) == 13}
+        befores = []
+        if self.fault_state:
+            on_disk = open(os.path.join(self.home, self.fault_state["path"])).read()
+            kept["saved_edit"] = self.fault_state["edit"] in on_disk
+            befores.append(self.fault_state["progress_lines"])
+        if self.room.hub_restart:
+            befores.append(self.room.hub_restart["progress"].get(self.name, []))
+        now = self.progress_lines()
+        kept["progress"] = all(now[:len(before)] == before for before in befores)
+        return kept
 
 
-def main():
+def class_progress():
+    """The instructor's view, as `make progress` prints it (JSON lines)."""
+    out = subprocess.run([sys.executable, "-m", "ipu_emulator", "progress", "--json", hs.HOMES],
+                         cwd=REPO, capture_output=True, text=True, check=True).stdout
+    return {row["learner"]: row for row in map(json.loads, out.splitlines())}
+
+
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--learners", type=int, default=3)
     ap.add_argument("--start-window", type=float, default=10.0)
     ap.add_argument("--think", type=float, default=1.0)
+    ap.add_argument("--faults", default=",".join(FAULTS),
+                    help=f"comma-separated, from {', '.join(FAULTS)} ('' for none)")
+    ap.add_argument("--no-baseline", action="store_true", help="skip the solo run")
     ap.add_argument("--port", type=int, default=8050)
     ap.add_argument("--tag", default="")
-    args = ap.parse_args()
+    ap.add_argument("--work", default=WORK, help="its state, homes, logs and numbers.json")
+    args = ap.parse_args(argv)
+    faults = [f for f in args.faults.split(",") if f]
+    if any(f not in FAULTS for f in faults):
+        ap.error(f"--faults: from {', '.join(FAULTS)}")
+    learner_faults = [f for f in LEARNER_FAULTS if f in faults]
+    if len(learner_faults) > args.learners:
+        ap.error("--faults: one learner each, and there are fewer learners")
+    work = args.work
     for d in ("state", "homes"):  # a fresh hub and fresh homes; numbers-<tag>.json files stay
-        shutil.rmtree(os.path.join(WORK, d), ignore_errors=True)
-    os.makedirs(WORK, exist_ok=True)
-    hs.WORK, hs.STATE, hs.HOMES = WORK, os.path.join(WORK, "state"), os.path.join(WORK, "homes")
+        shutil.rmtree(os.path.join(work, d), ignore_errors=True)
+    os.makedirs(work, exist_ok=True)
+    hs.WORK, hs.STATE, hs.HOMES = work, os.path.join(work, "state"), os.path.join(work, "homes")
     hs.log = log
 
     numbers = {"learners": args.learners, "start_window_s": args.start_window, "think_s": args.think,
-               "plan": [os.path.basename(p) for p in PLAN], "cores": os.cpu_count(),
+               "faults": faults, "plan": [os.path.basename(p) for p in PLAN], "cores": os.cpu_count(),
                "memory_total_gb": round(psutil.virtual_memory().total / 2**30, 1)}
     sampler = Sampler()
     sampler.start()
-    hub, url = hs.start_hub(args.port, "classroom")
+    room = Classroom(args.port)
     names = [f"learner{i:02d}" for i in range(1, args.learners + 1)]
-    results = {}
+    learners = [Learner(room, n, args.think,
+                        fault=learner_faults[i] if i < len(learner_faults) else None,
+                        go_wrong=(i == len(names) - 1)) for i, n in enumerate(names)]
+    solo = None
     try:
-        password = json.load(open(os.path.join(hs.STATE, "passwords.json")))["learners"]
-        log("solo: the plan's notebooks alone, the baseline")
-        learner(url, password, "solo", 0, args.think, results)
-        solo_peak = dict(sampler.peak.get("solo", {}))
-        requests.delete(url + "/hub/api/users/solo/server",
-                        headers=hs.login(url, "solo", password))
-        time.sleep(3)
-        sampler.machine_peak_used_mb = 0.0
-        sampler.load_peak_1min = 0.0
-        sampler.cpu = []
-        log(f"{args.learners} learners over {args.start_window} s")
+        if not args.no_baseline:
+            log("solo: the plan's notebooks alone, the baseline")
+            solo = Learner(room, "solo", args.think)
+            solo.run(0)
+            solo.rec["peak_memory_mb"] = dict(sampler.peak.get("solo", {}))
+            requests.delete(room.url + "/hub/api/users/solo/server", headers=solo.headers)
+            time.sleep(3)
+            sampler.reset()
+        log(f"{args.learners} learners over {args.start_window} s, faults: {', '.join(faults) or 'none'}")
         t0 = time.monotonic()
-        threads = [threading.Thread(target=learner, args=(
-            url, password, n, args.start_window * i / max(1, args.learners), args.think, results))
-            for i, n in enumerate(names)]
+        threads = [threading.Thread(target=lrn.run, args=(args.start_window * i / max(1, args.learners),))
+                   for i, lrn in enumerate(learners)]
+        class_done = threading.Event()
+        if "hub-restart" in faults:
+            restarter = threading.Thread(target=room.restart_hub_when_busy, args=(learners, class_done))
+            restarter.start()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
+        class_done.set()
+        if "hub-restart" in faults:
+            restarter.join()
         numbers["class_wall_s"] = round(time.monotonic() - t0, 1)
+        numbers["progress_view"] = class_progress()
     finally:
         sampler.stop.set()
         sampler.join()
-        hs.stop_hub(hub, "classroom")
-    numbers["hub_start_s"] = hs.numbers.get("hub_start_s_classroom")
-    numbers["hub_stop_s"] = hs.numbers.get("hub_stop_s_classroom")
+        room.stop()
+    for key in ("classroom", "restart", "after-restart"):
+        numbers[f"hub_start_s_{key}"] = hs.numbers.get(f"hub_start_s_{key}")
+        numbers[f"hub_stop_s_{key}"] = hs.numbers.get(f"hub_stop_s_{key}")
     numbers["no_process_left"] = True  # stop_hub exits otherwise
 
-    solo = {nb["notebook"]: nb for nb in results["solo"]["notebooks"]}
-    results["solo"]["peak_memory_mb"] = solo_peak
-    for n in names:
-        rec = results[n]
-        rec["peak_memory_mb"] = sampler.peak.get(n, {})
+    alone = {nb["notebook"]: nb for nb in solo.rec["notebooks"]} if solo else {}
+    for lrn in learners:
+        rec = lrn.rec
+        rec["peak_memory_mb"] = sampler.peak.get(lrn.name, {})
         for nb in rec["notebooks"]:
-            alone = solo.get(nb["notebook"])
-            if alone and alone["kernel_seconds"]:
-                nb["vs_alone"] = round(nb["kernel_seconds"] / alone["kernel_seconds"], 2)
-        rec["notebooks_kept"] = all(os.path.exists(os.path.join(hs.HOMES, n, p)) for p in PLAN) and \
-            len([f for f in os.listdir(os.path.join(hs.HOMES, n, "notebooks")) if f.endswith(".ipynb")]) == 13
-    numbers["solo"] = results["solo"]
-    numbers["per_learner"] = [results[n] for n in names]
+            base = alone.get(nb["notebook"])
+            if base and base["kernel_seconds"] and nb["runs"] == 1:
+                nb["vs_alone"] = round(nb["kernel_seconds"] / base["kernel_seconds"], 2)
+        rec["fault"] = {k: v for k, v in (lrn.fault_state or {}).items()
+                        if k in ("fault", "notebook", "cell", "recovered")} or None
+        rec["kept"] = lrn.kept()
+    if solo:
+        numbers["solo"] = solo.rec
+    recs = [lrn.rec for lrn in learners]
+    numbers["per_learner"] = recs
     numbers["machine"] = {
         "used_mb_before": round(sampler.machine_used_at_start_mb),
         "peak_used_mb": round(sampler.machine_peak_used_mb),
         "peak_load_1min": round(sampler.load_peak_1min, 2),
         "mean_cpu_percent": round(sum(sampler.cpu) / max(1, len(sampler.cpu)), 1),
     }
-    ok = [results[n] for n in names]
-    numbers["all_cells_passed"] = all(not nb["failed_cells"] for r in ok for nb in r["notebooks"]) and \
-        all(len(r["notebooks"]) == len(PLAN) and "error" not in r for r in ok)
-    numbers["no_kernel_died"] = not any(nb["kernel_died"] for r in ok for nb in r["notebooks"])
-    numbers["all_notebooks_kept"] = all(r.get("notebooks_kept") for r in ok)
+    numbers["all_cells_passed"] = all(not nb["failed_cells"] for r in recs for nb in r["notebooks"]) and \
+        all(len(r["notebooks"]) == len(PLAN) and "error" not in r for r in recs)
+    numbers["no_kernel_died_uncaused"] = not any(nb["kernel_died"] for r in recs for nb in r["notebooks"])
+    if room.hub_restart:
+        numbers["hub_restart"] = {"busy": room.hub_restart["busy"],
+                                  "took_s": round(room.hub_restart["end"] - room.hub_restart["start"], 1)}
+    numbers["every_fault_struck_and_recovered"] = all(
+        lrn.fault_state and "cell" in lrn.fault_state and lrn.fault_state.get("recovered")
+        for lrn in learners if lrn.fault) and (
+        "hub-restart" not in faults or bool(room.hub_restart) and all(
+            any(i["cause"] == "hub-restart" for i in lrn.rec["interruptions"])
+            for lrn in learners if lrn.name in room.hub_restart["busy"]))
+    numbers["nothing_lost"] = all(all(r["kept"].values()) for r in recs)
+    report(numbers, solo, recs)
+    for fn in ["numbers.json"] + ([f"numbers-{args.tag}.json"] if args.tag else []):
+        with open(os.path.join(work, fn), "w") as f:
+            json.dump(numbers, f, indent=1)
+    log(f"numbers in {work}/numbers.json")
+    ok = all(numbers[k] for k in ("all_cells_passed", "no_kernel_died_uncaused",
+                                  "every_fault_struck_and_recovered", "nothing_lost"))
+    return 0 if ok else 1
 
-    # The table.
+
+def report(numbers, solo, recs):
     short = [os.path.basename(p)[:2] for p in PLAN]
-    head = f"{'learner':10} {'login s':>7} {'start s':>7} " + " ".join(
-        f"{s + ' s (x alone)':>15}" for s in short) + f" {'failed':>6} {'died':>4} {'peak RSS MB':>11} {'private MB':>10}"
-    print(head)
-    for r in [results["solo"]] + ok:
-        cols = []
-        for nb in r["notebooks"]:
-            cols.append(f"{nb['kernel_seconds']:>7} ({nb.get('vs_alone', 1.0):>4}x)".rjust(15))
+    print(f"{'learner':10} {'login s':>7} {'start s':>7} "
+          + " ".join(f"{s + ' s (x alone)':>15}" for s in short)
+          + f" {'failed':>6} {'peak RSS MB':>11} {'private MB':>10}  fault")
+    for r in ([solo.rec] if solo else []) + recs:
+        cols = [f"{nb['kernel_seconds']:>7} ({nb.get('vs_alone', '-'):>4}x)".rjust(15) for nb in r["notebooks"]]
         cols += ["-".rjust(15)] * (len(PLAN) - len(cols))
         failed = sum(len(nb["failed_cells"]) for nb in r["notebooks"])
-        died = any(nb["kernel_died"] for nb in r["notebooks"])
         pk = r.get("peak_memory_mb", {})
+        fault = r.get("fault") or {}
         print(f"{r['name']:10} {r.get('login_s', '-'):>7} {r.get('server_start_s', '-'):>7} " + " ".join(cols)
-              + f" {failed:>6} {'yes' if died else 'no':>4} {pk.get('rss', '-'):>11} {pk.get('private', '-'):>10}")
-    m = numbers["machine"]
-    print(f"machine: {numbers['cores']} cores, {numbers['memory_total_gb']} GB; used {m['used_mb_before']} MB before, "
-          f"peak {m['peak_used_mb']} MB during the class; peak 1-min load {m['peak_load_1min']}, "
-          f"mean CPU {m['mean_cpu_percent']} %; class wall time {numbers.get('class_wall_s')} s")
-    for r in [results["solo"]] + ok:
+              + f" {failed:>6} {pk.get('rss', '-'):>11} {pk.get('private', '-'):>10}  "
+              + (f"{fault.get('fault')} at {fault.get('notebook')} cell {fault.get('cell')}" if fault else ""))
+    for r in recs:
+        for it in r["interruptions"]:
+            print(f"  {r['name']}: {it['cause']} in {it['notebook']} ({it['what']}): back in {it['recovered_s']} s")
         for nb in r["notebooks"]:
             for f in nb["failed_cells"]:
                 print(f"  {r['name']} {nb['notebook']} cell {f['cell']}: {f['error']} {f.get('value', '')}")
         if "error" in r:
             print(f"  {r['name']}: {r['error']}")
-    print(f"all cells passed: {numbers['all_cells_passed']}; no kernel died: {numbers['no_kernel_died']}; "
-          f"every learner's notebooks kept: {numbers['all_notebooks_kept']}; nothing left running: True")
-    for fn in ["numbers.json"] + ([f"numbers-{args.tag}.json"] if args.tag else []):
-        with open(os.path.join(WORK, fn), "w") as f:
-            json.dump(numbers, f, indent=1)
-    log(f"numbers in {WORK}/numbers.json")
-    if not (numbers["all_cells_passed"] and numbers["no_kernel_died"] and numbers["all_notebooks_kept"]):
-        raise SystemExit(1)
+        print(f"  {r['name']} kept: {r['kept']}")
+    m = numbers["machine"]
+    print(f"machine: {numbers['cores']} cores, {numbers['memory_total_gb']} GB; used {m['used_mb_before']} MB before, "
+          f"peak {m['peak_used_mb']} MB during the class; peak 1-min load {m['peak_load_1min']}, "
+          f"mean CPU {m['mean_cpu_percent']} %; class wall time {numbers.get('class_wall_s')} s")
+    for name, row in sorted(numbers.get("progress_view", {}).items()):
+        print(f"  progress view: {name}: {row['status']}, {len(row['right'])}/{row['exercises']} right, "
+              f"at {row['current'] or '-'} ({row['misses_in_a_row']} not yet in a row)")
+    if numbers.get("hub_restart"):
+        print(f"hub restarted in {numbers['hub_restart']['took_s']} s while "
+              f"{', '.join(numbers['hub_restart']['busy'])} ran a cell")
+    print(f"all cells passed: {numbers['all_cells_passed']}; no kernel died uncaused: "
+          f"{numbers['no_kernel_died_uncaused']}; every fault struck and recovered: "
+          f"{numbers['every_fault_struck_and_recovered']}; nothing lost: {numbers['nothing_lost']}; "
+          "nothing left running: True")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,8 +1,10 @@
 # A real JupyterHub serving this lab on this machine (issue 25), included by the Makefile after
 # its VENV/PYTHON/BIN/STAMP definitions.
-#   make hub    install the hub if missing, then start it (Ctrl-C stops it; files stay)
-#               HUB_IP=0.0.0.0 lets other machines in; HUB_PORT, HUB_ADMIN, HUB_PASSWORD,
-#               HUB_CULL_SERVERS: see hub/README.md
+#   make hub        install the hub if missing, then start it (Ctrl-C stops it; files stay)
+#                   HUB_IP=0.0.0.0 lets other machines in; HUB_PORT, HUB_ADMIN, HUB_PASSWORD,
+#                   HUB_CULL_SERVERS: see hub/README.md
+#   make progress   the class's exercise progress, who is stuck (HUB_HOMES; WATCH=30 repeats)
+#   make hub-tools  install the hub without starting it (`make test` does, for its rehearsal)
 # The hub lives in build/hub-venv (hub/requirements-hub.txt) and its proxy in build/hub-node
 # (configurable-http-proxy from npm, npm from scripts/ensure_npm.sh), apart from the lab's .venv.
 # The learners' servers run on the lab's .venv Python; `jupyterhub` itself, which they also
@@ -18,11 +20,12 @@ HUB_PROXY := $(HUB_NODE)/node_modules/.bin/configurable-http-proxy
 HUB_IP ?= 127.0.0.1
 HUB_PORT ?= 8000
 
-.PHONY: hub
+.PHONY: hub hub-tools progress
+HUB_HOMES ?= $(or $(IPU_HUB_HOMES),build/hub-homes)
 
 $(HUB_STAMP): hub/requirements-hub.txt $(STAMP)
 	@test -x $(HUB_VENV)/bin/python || $(PYTHON) -m venv $(HUB_VENV)
-	$(HUB_VENV)/bin/python -m pip install --quiet -r hub/requirements-hub.txt
+	$(call install,$(HUB_VENV),-r hub/requirements-hub.txt)
 	@test -x $(HUB_USER_VENV)/bin/python || $(BIN)/python -m venv --without-pip $(HUB_USER_VENV)
 	@echo "import site; site.addsitedir('$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')')" \
 		> $$($(HUB_USER_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz_lab_venv.pth
@@ -34,6 +37,12 @@ $(HUB_PROXY):
 	@bash scripts/ensure_npm.sh
 	npm install --silent --no-save --no-package-lock --prefix $(HUB_NODE) configurable-http-proxy@$(HUB_CHP_VERSION)
 
-hub: $(STAMP) $(HUB_STAMP) $(HUB_PROXY)
+hub-tools: $(STAMP) $(HUB_STAMP) $(HUB_PROXY)
+
+hub: hub-tools
 	IPU_HUB_KERNEL_ARGS="$(CULL_CLOSED_KERNELS)" HUB_IP=$(HUB_IP) HUB_PORT=$(HUB_PORT) \
 		$(HUB_VENV)/bin/jupyterhub -f hub/jupyterhub_config.py
+
+# The instructor's view: one line a learner from their progress files (no network, reads only).
+progress: $(STAMP)
+	$(BIN)/python -m ipu_emulator progress $(HUB_HOMES) $(if $(WATCH),--watch $(WATCH))

@@ -87,6 +87,12 @@ if os.getuid() == 0:
     args.append("--allow-root")
 c.Spawner.args = args
 c.Spawner.default_url = "/lab/tree/notebooks/README.md"
+# Each exercise check the learner runs is noted in their home (ipu_emulator.exercises.progress),
+# where `make progress` reads it for the instructor.  Beside the notebooks, so it survives a
+# kernel, server or hub restart; a dot-folder, so it stays out of the learner's file browser.
+c.Spawner.environment = {
+    "IPU_LAB_PROGRESS_FILE": lambda spawner: os.path.join(spawner.home_dir, ".ipu-lab", "progress.jsonl"),
+}
 # A loaded machine starts servers slowly; Zero to JupyterHub allows 300 s.
 c.Spawner.start_timeout = 180
 c.Spawner.http_timeout = 120

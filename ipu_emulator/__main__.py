@@ -1,10 +1,11 @@
 """Command line: ``python -m ipu_emulator run [--tf1] script.py ARGS...``,
-``python -m ipu_emulator simulate --stages S --micro-batches M --schedule NAME ...`` and
+``python -m ipu_emulator simulate --stages S --micro-batches M --schedule NAME ...``,
+``python -m ipu_emulator progress [HOMES]`` (a class's exercise progress) and
 ``python -m ipu_emulator install-hook|uninstall-hook [--site-dir DIR]``."""
 import argparse
 import sys
 
-from ipu_emulator.cli import runner, simulate
+from ipu_emulator.cli import progress, runner, simulate
 
 
 def main(argv=None) -> int:
@@ -20,6 +21,10 @@ def main(argv=None) -> int:
         "simulate", help="simulate a pipeline schedule (no TensorFlow needed)",
         description=simulate.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     simulate.add_arguments(simulate_parser)
+    progress_parser = commands.add_parser(
+        "progress", help="a class's exercise progress on its hub: who is stuck (no TensorFlow)",
+        description=progress.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    progress.add_arguments(progress_parser)
     for name, text in (("install-hook", "make `import tensorflow.python.ipu` work under plain "
                                         "python3 in this environment (writes a .pth file)"),
                        ("uninstall-hook", "remove the import hook's .pth file")):
@@ -36,6 +41,8 @@ def main(argv=None) -> int:
         return _hook_command(options)
     if options.command == "run":
         return runner.run(options)
+    if options.command == "progress":
+        return progress.run(options)
     if options.command == "simulate":
         try:
             return simulate.run(options)

@@ -18,7 +18,7 @@ LITE_STAMP := $(LITE_VENV)/.installed-stamp
 
 $(LITE_STAMP): lite/requirements-lite.txt
 	@test -x $(LITE_VENV)/bin/python || $(PYTHON) -m venv $(LITE_VENV)
-	$(LITE_VENV)/bin/python -m pip install --quiet -r lite/requirements-lite.txt
+	$(call install,$(LITE_VENV),-r lite/requirements-lite.txt)
 	@touch $(LITE_STAMP)
 
 lite: $(LITE_STAMP)

@@ -34,7 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 from ipu_emulator.data import datasets
-from ipu_emulator.exercises import Feedback, SolutionFailed, not_yet, solutions_mode
+from ipu_emulator.exercises import Feedback, SolutionFailed, not_yet, progress, solutions_mode
 from ipu_emulator.ipu import config
 from ipu_emulator.runtime import ipu_backend
 
@@ -108,6 +108,7 @@ def code_exercise(name: str, solution: Callable):
                 feedback = failed.feedback
             except Exception as error:  # pylint: disable=broad-except  (a hint, not a traceback)
                 feedback = learner_error(error)
+            progress.record(name, feedback.ok, feedback.text)
             if filled and not feedback.ok:
                 raise SolutionFailed(f"the solution of code exercise {name!r} fails its "
                                      f"check: {feedback.text}")

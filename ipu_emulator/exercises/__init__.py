@@ -17,6 +17,9 @@ solutions are written here as functions, so that the test command can run every 
 with ``IPU_LAB_SOLUTIONS=1``: each check then fills ``...`` with its solution and raises if
 the solution fails, so a solution that drifts from its check fails the tests.
 
+Every answer checked is also noted in the learner's progress file when the class's hub asks
+for one (``progress``), so the instructor sees who is stuck.
+
 Pure Python: no TensorFlow, NumPy or widgets import.
 
     >>> @exercise("doc.demo", solution=lambda: 4, wrong=(3,))
@@ -36,6 +39,8 @@ import os
 from dataclasses import dataclass
 from html import escape
 from typing import Callable, Dict, Optional, Tuple
+
+from ipu_emulator.exercises import progress
 
 SOLUTIONS_VARIABLE = "IPU_LAB_SOLUTIONS"
 
@@ -111,6 +116,7 @@ def exercise(name: str, solution: Callable, wrong: Tuple = (),
             except Exception as error:  # pylint: disable=broad-except  (a hint, not a traceback)
                 feedback = not_yet(hint_on_error or f"checking that answer raised "
                                    f"{type(error).__name__}: {error}")
+            progress.record(name, feedback.ok, feedback.text)
             if filled and not feedback.ok:
                 raise SolutionFailed(f"the solution of exercise {name!r} fails its check: "
                                      f"{feedback.text}")

@@ -1,0 +1,97 @@
+"""The classroom rehearsal on a real JupyterHub (bench/classroom.py), three learners, with the
+faults a class meets: learner01's kernel killed mid-cell, learner02's server restarted mid-cell,
+then the hub restarted while someone's cell runs.  Each learner runs the two-hour plan's notebooks (01, 04, 08)
+with the exercises solved; nothing may be lost and the instructor's progress view must say who
+is where.  Needs `make hub-tools` (`make test` runs it first); deselect with -m "not hub"."""
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.child_python import ROOT
+
+pytestmark = pytest.mark.hub
+
+PLAN_EXERCISES = {"01.port-the-model", "04.break-even", "08.fewest-in-flight",
+                  "08.bubble-below-10-percent"}
+
+
+def free_port_block():
+    """A port P with P, P+1 (the proxy's API) and P+81 (the hub) all free."""
+    for port in range(8100, 8900, 7):
+        try:
+            for p in (port, port + 1, port + 81):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", p))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no free block of ports for the hub")
+
+
+@pytest.fixture(scope="module")
+def rehearsal(tmp_path_factory):
+    work = tmp_path_factory.mktemp("classroom")
+    command = [sys.executable, os.path.join(ROOT, "bench", "classroom.py"), "--learners", "3",
+               "--think", "0", "--start-window", "6", "--no-baseline",
+               "--port", str(free_port_block()), "--work", str(work)]
+    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=840)
+    numbers_file = work / "numbers.json"
+    assert numbers_file.exists(), run.stdout[-4000:] + run.stderr[-4000:]
+    return run, json.loads(numbers_file.read_text())
+
+
+def test_every_learner_ran_the_plan_through_the_faults(rehearsal):
+    run, numbers = rehearsal
+    assert run.returncode == 0, run.stdout[-4000:]
+    learners = numbers["per_learner"]
+    assert [r["name"] for r in learners] == ["learner01", "learner02", "learner03"]
+    for r in learners:
+        assert "error" not in r, r["error"]
+        assert [nb["notebook"][:2] for nb in r["notebooks"]] == ["01", "04", "08"]
+        assert all(not nb["failed_cells"] for nb in r["notebooks"]), r["notebooks"]
+    assert numbers["all_cells_passed"] and numbers["no_kernel_died_uncaused"]
+
+
+def test_each_fault_struck_mid_cell_and_its_learner_ran_on(rehearsal):
+    _run, numbers = rehearsal
+    learners = {r["name"]: r for r in numbers["per_learner"]}
+    for name, fault in (("learner01", "kernel-kill"), ("learner02", "server-restart")):
+        struck = learners[name]["fault"]
+        assert struck["fault"] == fault and struck["recovered"] and struck["cell"] >= 1, struck
+        assert fault in [i["cause"] for i in learners[name]["interruptions"]]
+    assert learners["learner03"]["fault"] is None
+    # The hub restart stopped every server while someone's cell ran; each of them ran on.
+    busy = numbers["hub_restart"]["busy"]
+    assert busy and set(busy) <= set(learners)
+    for name in busy:
+        assert "hub-restart" in [i["cause"] for i in learners[name]["interruptions"]]
+    for r in learners.values():
+        assert all(i["cause"] != "unexpected" for i in r["interruptions"]), r["interruptions"]
+    assert numbers["every_fault_struck_and_recovered"]
+
+
+def test_nothing_was_lost(rehearsal):
+    _run, numbers = rehearsal
+    kept = {r["name"]: r["kept"] for r in numbers["per_learner"]}
+    # saved_edit: the edit each learner saved before their own fault is on disk; progress:
+    # every exercise check noted before each fault (theirs, and the hub restart) is still there.
+    assert kept == {"learner01": {"notebooks": True, "saved_edit": True, "progress": True},
+                    "learner02": {"notebooks": True, "saved_edit": True, "progress": True},
+                    "learner03": {"notebooks": True, "progress": True}}
+    assert numbers["nothing_lost"] and numbers["no_process_left"]
+
+
+def test_the_instructor_sees_who_is_where_and_who_is_stuck(rehearsal):
+    _run, numbers = rehearsal
+    view = numbers["progress_view"]
+    assert sorted(view) == ["learner01", "learner02", "learner03"]
+    for name in ("learner01", "learner02", "learner03"):
+        assert PLAN_EXERCISES <= set(view[name]["right"]), view[name]
+    assert view["learner03"]["status"] == "stuck"
+    assert view["learner03"]["current"] == "10.chunks-per-ipu"
+    assert view["learner03"]["misses_in_a_row"] == 3
+    assert view["learner01"]["status"] == view["learner02"]["status"] == "working"
