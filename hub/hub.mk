@@ -9,7 +9,8 @@
 # (configurable-http-proxy from npm, npm from scripts/ensure_npm.sh), apart from the lab's .venv.
 # The learners' servers run on the lab's .venv Python; `jupyterhub` itself, which they also
 # need, is in build/hub-singleuser-venv, an overlay that sees .venv's packages and adds only
-# what .venv lacks (hub/singleuser.py appends it after .venv's own).  State and homes:
+# what .venv lacks (hub/singleuser.py appends it after .venv's own); pip installs it, not uv:
+# pip runs in the overlay's interpreter and sees .venv's packages through its .pth file.  State and homes:
 # build/hub-state, build/hub-homes (git-ignored, kept by every `make hub`).
 HUB_VENV ?= build/hub-venv
 HUB_USER_VENV ?= build/hub-singleuser-venv
