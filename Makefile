@@ -89,7 +89,8 @@ lab: $(STAMP)
 # Three workers on two cores: much of the run waits (on Chromium, on child processes), and a
 # third worker fills those waits (pytest 6.1 min with three, 7.1 min with two, 2026-11-27).
 # Without a browser: make test PYTEST_ARGS='-m "not browser"' leaves the browser tests out, and
-# with them the site's build and npm.  PYTEST_ARGS='-n 0' runs everything in one process.
+# with them the site's build; -m "not browser and not hub" npm too (the hub's proxy needs it).
+# PYTEST_ARGS='-n 0' runs everything in one process.
 BROWSER_TESTS := $(if $(findstring not browser,$(PYTEST_ARGS)),,yes)
 # tests/hub/ rehearses a class on a real JupyterHub (bench/classroom.py: three learners, a
 # killed kernel, a restarted server, a restarted hub), so `make test` installs the hub's tools
