@@ -2,7 +2,7 @@
 3 learners (tests/hub/test_classroom_rehearsal.py); bigger classes by hand:
 
     .venv/bin/python bench/classroom.py [--learners 3] [--start-window 10] [--think 1]
-        [--faults kernel-kill,server-restart,hub-restart] [--no-baseline] [--port 8050]
+        [--faults kernel-kill,server-restart,hub-restart] [--no-baseline] [--port 8050] [--work DIR]
 
 In the spirit of hubtraf, but running the real lessons.  It starts `make hub` on its own port,
 state and homes (build/classroom/ or --work, never a class's build/hub-state or build/hub-homes):
@@ -22,8 +22,8 @@ state and homes (build/classroom/ or --work, never a class's build/hub-state or 
      cell still running after STRIKE_AFTER_S.  When both have recovered, the hub is restarted
      as Ctrl-C and `make hub` do, while some learner's cell runs: every server stops with it.
      Every learner whose kernel or server went away does what a learner would: waits for the
-     hub, starts their server if it is not running (the hub's page does that on a reload),
-     and runs the notebook again from the top.  The last learner also gets three "Not yet" at
+     hub, starts their server if it is not running (the hub's Launch Server button), and runs
+     the notebook again from the top.  The last learner also gets three "Not yet" at
      an exercise of a later notebook (10), so the instructor's progress view has someone stuck;
   4. a sampler reads, every second, each learner's server + kernel processes' resident and
      private memory (from /proc, as bench/hub_smoke.py does), the machine's used memory
@@ -59,8 +59,7 @@ REPO = hs.REPO
 WORK = os.path.join(REPO, "build", "classroom")
 PLAN = ["notebooks/01_porting_a_simple_example.ipynb", "notebooks/04_feeds_explorer.ipynb",
         "notebooks/08_pipeline_playground.ipynb"]
-SETUP = ("import os\nos.environ['IPU_LAB_SOLUTIONS'] = '1'\nos.environ['IPU_EMULATOR_DATA'] = 'sample'\n"
-         "print('PID', os.getpid())")
+SETUP = "import os\nos.environ['IPU_LAB_SOLUTIONS'] = '1'\nos.environ['IPU_EMULATOR_DATA'] = 'sample'"
 # Three wrong answers at notebook 10's exercise: the learner the progress view should call stuck.
 GO_WRONG = ("from ipu_emulator.exercises import REGISTRY, nb10_schedules\n"
             "for answer in REGISTRY['10.chunks-per-ipu'].wrong[:3]:\n"
@@ -262,8 +261,8 @@ class Learner:
         return rec
 
     def recover(self, path, why):
-        """What a learner does when their kernel or server went away: reload the page (the
-        hub starts their server if it is not running), then run the notebook from the top."""
+        """What a learner does when their kernel or server went away: reload the page, start
+        their server if it is not running (Launch Server), then run the notebook from the top."""
         t0 = time.monotonic()
         ours = self.fault_in_progress()
         cause = self.fault if ours else "hub-restart" if self.room.restarting_since(t0 - 120) else "unexpected"
@@ -480,9 +479,7 @@ def main(argv=None):
         sampler.stop.set()
         sampler.join()
         room.stop()
-    for key in ("classroom", "restart", "after-restart"):
-        numbers[f"hub_start_s_{key}"] = hs.numbers.get(f"hub_start_s_{key}")
-        numbers[f"hub_stop_s_{key}"] = hs.numbers.get(f"hub_stop_s_{key}")
+    numbers.update({key: value for key, value in hs.numbers.items() if key.startswith("hub_")})
     numbers["no_process_left"] = True  # stop_hub exits otherwise
 
     alone = {nb["notebook"]: nb for nb in solo.rec["notebooks"]} if solo else {}
