@@ -1,6 +1,9 @@
 """What every code exercise's tests assert (``tests/emulator/code_exercises``): a wrong attempt
-gets a hint of its own, and an untouched or misused check cell asks for code; and the fixture
-they all use (import it into the test module: ``outside_solutions_mode``)."""
+gets a hint of its own, an untouched or misused check cell asks for code, the notebook's cell
+is the starting code, a check keeps the learner's own IPU configuration; and the fixture they
+all use (import it into the test module: ``outside_solutions_mode``)."""
+import json
+
 import pytest
 
 from ipu_emulator.exercises import SOLUTIONS_VARIABLE
@@ -32,4 +35,23 @@ def assert_asks_for_code(check):
     assert "without calling it" in check(3).text
 
 
-__all__ = ["assert_own_hint", "assert_asks_for_code", "outside_solutions_mode"]
+def exercise_cell(notebook_path) -> str:
+    """The source of the notebook's one cell tagged ``code-exercise``: what a reset restores."""
+    notebook = json.loads(notebook_path.read_text(encoding="utf-8"))
+    [cell] = [c for c in notebook["cells"] if "code-exercise" in c["metadata"].get("tags", [])]
+    return "".join(cell["source"])
+
+
+def assert_keeps_the_configuration(check_the_solution, ipus=4):
+    """After a check has run (``check_the_solution()``), the IPU system the learner configured
+    in the notebook is the configured one again."""
+    from ipu_emulator.runtime import configured_system
+    from tests.support.ipu_systems import configure_ipus
+
+    configure_ipus(ipus)
+    check_the_solution()
+    assert [d.num_ipus for d in configured_system.current().devices] == [ipus]
+
+
+__all__ = ["assert_own_hint", "assert_asks_for_code", "outside_solutions_mode", "exercise_cell",
+           "assert_keeps_the_configuration"]

@@ -11,7 +11,8 @@ from ipu_emulator.exercises import SOLUTIONS_VARIABLE, SolutionFailed
 from ipu_emulator.runtime import configured_system
 from tests.support.child_python import ROOT
 from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixture)
-    assert_asks_for_code, assert_own_hint, outside_solutions_mode)
+    assert_asks_for_code, assert_own_hint, outside_solutions_mode,
+    exercise_cell)
 from tests.support.ipu_systems import configure_ipus
 
 v1 = tf.compat.v1
@@ -174,9 +175,7 @@ def test_in_solutions_mode_the_check_runs_the_solution(monkeypatch):
 
 
 def test_the_starting_code_is_the_notebooks_exercise_cell():
-    notebook = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
-    [cell] = [c for c in notebook["cells"] if "code-exercise" in c["metadata"].get("tags", [])]
-    assert "".join(cell["source"]) == code_exercises.STARTING_CODE  # what a reset restores
+    assert exercise_cell(NOTEBOOK) == code_exercises.STARTING_CODE  # what a reset restores
 
 
 def test_the_notebooks_own_configuration_is_kept_and_the_attempt_starts_unconfigured():

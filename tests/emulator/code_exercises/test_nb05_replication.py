@@ -13,8 +13,8 @@ from ipu_emulator.code_exercises import nb05_replication as code_exercises
 from ipu_emulator.exercises import SOLUTIONS_VARIABLE, SolutionFailed
 from tests.support.child_python import ROOT
 from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixture)
-    assert_asks_for_code, assert_own_hint, outside_solutions_mode)
-from tests.support.ipu_systems import configure_ipus
+    assert_asks_for_code, assert_own_hint, outside_solutions_mode,
+    exercise_cell, assert_keeps_the_configuration)
 
 v1 = tf.compat.v1
 NOTEBOOK = ROOT / "notebooks" / "05_replicated_graphs.ipynb"
@@ -137,16 +137,12 @@ def test_in_solutions_mode_the_check_runs_the_solution(monkeypatch):
 
 
 def test_the_starting_code_runs_one_replica_and_is_the_notebooks_exercise_cell():
-    notebook = json.loads(NOTEBOOK.read_text())
-    [cell] = [c for c in notebook["cells"] if "code-exercise" in c["metadata"].get("tags", [])]
-    assert "".join(cell["source"]) == START   # what a reset restores
+    assert exercise_cell(NOTEBOOK) == START   # what a reset restores
 
 
 def test_the_learners_own_ipu_configuration_is_kept():
-    from ipu_emulator.runtime import configured_system
-    configure_ipus(4)
-    code_exercises.check_replicated_training(code_exercises.solution)
-    assert [d.num_ipus for d in configured_system.current().devices] == [4]
+    assert_keeps_the_configuration(
+        lambda: code_exercises.check_replicated_training(code_exercises.solution))
 
 
 def test_the_solution_the_notebook_shows_passes():

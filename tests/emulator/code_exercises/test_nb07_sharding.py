@@ -1,6 +1,5 @@
 """Notebook 07's code exercise: the solution passes, and each realistic wrong attempt gets its
 own hint drawn from what the attempt's program did (run in process, no kernel per attempt)."""
-import json
 
 import pytest
 import tensorflow as tf
@@ -10,8 +9,8 @@ from ipu_emulator.code_exercises import nb07_sharding as code_exercises
 from ipu_emulator.exercises import SOLUTIONS_VARIABLE, SolutionFailed
 from tests.support.child_python import ROOT
 from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixture)
-    assert_asks_for_code, assert_own_hint, outside_solutions_mode)
-from tests.support.ipu_systems import configure_ipus
+    assert_asks_for_code, assert_own_hint, outside_solutions_mode,
+    exercise_cell, assert_keeps_the_configuration)
 
 MINI_BATCHES = code_exercises.MINI_BATCHES
 
@@ -117,13 +116,10 @@ def test_the_starting_code_runs_on_one_ipu_and_is_the_notebooks_exercise_cell():
     exec(code_exercises.STARTING_CODE, namespace)  # pylint: disable=exec-used
     feedback = code_exercises.check_sharded_step(namespace["sharded_training_step"])
     assert "ran on one IPU" in feedback.text
-    notebook = json.loads((ROOT / "notebooks" / "07_sharding.ipynb").read_text())
-    [cell] = [c for c in notebook["cells"] if "code-exercise" in c["metadata"].get("tags", [])]
-    assert "".join(cell["source"]) == code_exercises.STARTING_CODE  # what a reset restores
+    notebook = ROOT / "notebooks" / "07_sharding.ipynb"
+    assert exercise_cell(notebook) == code_exercises.STARTING_CODE  # what a reset restores
 
 
 def test_the_learners_own_ipu_configuration_is_kept():
-    from ipu_emulator.runtime import configured_system
-    configure_ipus(4)
-    code_exercises.check_sharded_step(code_exercises.solution)
-    assert [d.num_ipus for d in configured_system.current().devices] == [4]
+    assert_keeps_the_configuration(
+        lambda: code_exercises.check_sharded_step(code_exercises.solution))

@@ -1,7 +1,6 @@
 """Notebook 09's code exercise: the solution passes, and each realistic wrong attempt gets its
 own hint drawn from what the attempt's program did or the SDK's own error (run in process, no
 kernel per attempt)."""
-import json
 
 import pytest
 import tensorflow as tf
@@ -11,8 +10,8 @@ from ipu_emulator.code_exercises import nb09_pipelining as code_exercises
 from ipu_emulator.exercises import SOLUTIONS_VARIABLE, SolutionFailed
 from tests.support.child_python import ROOT
 from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixture)
-    assert_asks_for_code, assert_own_hint, outside_solutions_mode)
-from tests.support.ipu_systems import configure_ipus
+    assert_asks_for_code, assert_own_hint, outside_solutions_mode,
+    exercise_cell, assert_keeps_the_configuration)
 
 Schedule = ipu.pipelining_ops.PipelineSchedule
 WIDTHS = [("dense256", 256), ("dense128", 128), ("dense64", 64), ("dense32", 32)]
@@ -119,13 +118,10 @@ def test_in_solutions_mode_the_check_runs_the_solution(monkeypatch):
 
 
 def test_the_starting_code_is_the_notebooks_exercise_cell():
-    notebook = json.loads((ROOT / "notebooks" / "09_pipelining.ipynb").read_text())
-    [cell] = [c for c in notebook["cells"] if "code-exercise" in c["metadata"].get("tags", [])]
-    assert "".join(cell["source"]) == code_exercises.STARTING_CODE  # what a reset restores
+    notebook = ROOT / "notebooks" / "09_pipelining.ipynb"
+    assert exercise_cell(notebook) == code_exercises.STARTING_CODE  # what a reset restores
 
 
 def test_the_learners_own_ipu_configuration_is_kept():
-    from ipu_emulator.runtime import configured_system
-    configure_ipus(4)
-    code_exercises.check_pipelined_model(code_exercises.solution)
-    assert [d.num_ipus for d in configured_system.current().devices] == [4]
+    assert_keeps_the_configuration(
+        lambda: code_exercises.check_pipelined_model(code_exercises.solution))
