@@ -15,12 +15,15 @@ state and homes (build/classroom/ or --work, never a class's build/hub-state or 
      websocket, --think seconds between cells; the kernel shut down after each notebook, as the
      notebooks ask), with the exercises solved (IPU_LAB_SOLUTIONS=1, IPU_EMULATOR_DATA=sample,
      set in the kernel's os.environ before the first cell, as `make test` sets them);
-  3. the faults a class meets: learner01's kernel gets SIGKILL mid-cell (as the out-of-memory
-     killer does), learner02's server is stopped mid-cell through the hub's REST API (the Hub
-     Control Panel's Stop My Server); each first saves an edit to the notebook they are in,
-     once their first exercise check is in their progress file, and the fault strikes the next
-     cell still running after STRIKE_AFTER_S.  When both have recovered, the hub is restarted
-     as Ctrl-C and `make hub` do, while some learner's cell runs: every server stops with it.
+  3. the faults a class meets (--faults), one learner each: learner01's kernel gets SIGKILL
+     mid-cell; learner02's cell holds more memory than their limit (HUB_MEM_LIMIT, --mem-limit,
+     1G), so the kernel's memory cgroup kills it (only where the hub enforces the limit: root on
+     Linux; otherwise this fault is left out and the numbers say why); learner03's server is
+     stopped mid-cell through the hub's REST API (the Hub Control Panel's Stop My Server).
+     Each first saves an edit to the notebook they are in, once their first exercise check is in
+     their progress file, and the fault strikes the next cell still running after
+     STRIKE_AFTER_S (the out-of-memory one, the next cell).  When all have recovered, the hub is
+     restarted as Ctrl-C and `make hub` do, while some learner's cell runs: every server stops.
      Every learner whose kernel or server went away does what a learner would: waits for the
      hub, starts their server if it is not running (the hub's Launch Server button), and runs
      the notebook again from the top.  The last learner also gets three "Not yet" at
@@ -33,7 +36,9 @@ state and homes (build/classroom/ or --work, never a class's build/hub-state or 
      notebooks, saved edit and progress from before their fault are all still there.
 Per learner: login time, server start time, seconds per notebook (and its ratio to the same
 notebook run alone), failed cells (with the error name), interruptions (cause, cell, seconds to
-recover), kernel deaths nobody caused, peak memory.  Numbers go to build/classroom/numbers.json
+recover), kernel deaths nobody caused, peak memory (and, where the hub enforces a memory limit,
+what the learner's memory cgroup was charged at most since their server last started).  Numbers
+go to build/classroom/numbers.json
 (with --tag, numbers-<tag>.json as well); the exit status is 1 when anything was lost or failed.
 """
 
@@ -55,6 +60,9 @@ import requests
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hub_smoke as hs  # noqa: E402  (its hub, login, server and /proc helpers)
 
+sys.path.insert(0, os.path.join(hs.REPO, "hub"))
+import memory_limit  # noqa: E402  (where the hub puts each learner's memory cgroup)
+
 REPO = hs.REPO
 WORK = os.path.join(REPO, "build", "classroom")
 PLAN = ["notebooks/01_porting_a_simple_example.ipynb", "notebooks/04_feeds_explorer.ipynb",
@@ -64,8 +72,10 @@ SETUP = "import os\nos.environ['IPU_LAB_SOLUTIONS'] = '1'\nos.environ['IPU_EMULA
 GO_WRONG = ("from ipu_emulator.exercises import REGISTRY, nb10_schedules\n"
             "for answer in REGISTRY['10.chunks-per-ipu'].wrong[:3]:\n"
             "    print(nb10_schedules.check_chunks_per_ipu(answer))")
-LEARNER_FAULTS = ("kernel-kill", "server-restart")  # one learner each, in this order
-FAULTS = LEARNER_FAULTS + ("hub-restart",)          # the last: the whole class
+LEARNER_FAULTS = ("kernel-kill", "out-of-memory", "server-restart")  # one learner each, in order
+FAULTS = LEARNER_FAULTS + ("hub-restart",)                           # the last: the whole class
+# The out-of-memory fault: the learner's cell holds this much more than their memory limit.
+OVER_THE_LIMIT = 256 * 2**20
 CELL_TIMEOUT = 600
 # A fault strikes a cell still running this long after it started (notebook 01's training and
 # simulation cells run for longer on this machine; a quicker cell passes it on to the next).
@@ -123,9 +133,12 @@ class Sampler(threading.Thread):
 class Classroom:
     """The hub, shared by every learner's thread, and the class-wide fault: a hub restart."""
 
-    def __init__(self, port):
+    def __init__(self, port, mem_limit):
         self.port = port
         self.lock = threading.Lock()
+        os.environ["HUB_MEM_LIMIT"] = mem_limit   # read by hub/jupyterhub_config.py
+        self.cgroups = memory_limit.MemoryCgroups(memory_limit.parse_size(mem_limit),
+                                                  f"ipu-lab-hub-{port}")
         self.hub, self.url = hs.start_hub(port, "classroom")
         self.password = json.load(open(os.path.join(hs.STATE, "passwords.json")))["learners"]
         self.hub_restart = None  # {"start", "end", "busy": [...], "progress": {...}} once done
@@ -278,6 +291,8 @@ class Learner:
         took = round(time.monotonic() - t0, 1)
         if ours:
             self.fault_state["recovered"] = True
+            if self.fault == "out-of-memory":
+                self.fault_state["limit_hits_after"] = self.limit_hits()
         self.rec["interruptions"].append({"notebook": os.path.basename(path), "cause": cause,
                                           "what": why, "recovered_s": took})
         log(f"{self.name}: {cause} ({why}); server back in {took} s, running {os.path.basename(path)} again")
@@ -305,6 +320,16 @@ class Learner:
             for i, source in enumerate([SETUP] + sources):
                 if i > 1 and self.think:
                     await asyncio.sleep(self.think)
+                armed = bool(self.fault and "cell" not in (self.fault_state or {}) and i > 0
+                             and self.progress_lines())
+                if armed and not self.fault_state:
+                    self.save_edit(path)
+                if armed and self.fault == "out-of-memory":
+                    # The learner's cell holds more than their limit (FULL_SIZE = True on a big
+                    # data set, say): the kernel's own allocation, no signal from outside.
+                    self.strike(path, i, kernel)
+                    armed = False
+                    source = f"hold = b'x' * {self.room.cgroups.limit_bytes + OVER_THE_LIMIT}\n" + source
                 msg_id = uuid.uuid4().hex
                 try:
                     ws.write_message(json.dumps({
@@ -317,10 +342,6 @@ class Learner:
                 except WebSocketClosedError as e:
                     raise Interrupted("websocket closed") from e
                 c0 = self.cell_started = time.monotonic()
-                armed = bool(self.fault and "cell" not in (self.fault_state or {}) and i > 0
-                             and self.progress_lines())
-                if armed and not self.fault_state:
-                    self.save_edit(path)
                 # A cell is done when the kernel has replied on the shell channel and gone idle
                 # on IOPub (its outputs and errors come before that; the two channels' messages
                 # may arrive in either order).
@@ -388,6 +409,21 @@ class Learner:
             self.fault_state["killed"] = len(pids)
         elif self.fault == "server-restart":  # Stop My Server; recover() is the Start button
             self.hub_api("DELETE", f"/users/{self.name}/server")
+        elif self.fault == "out-of-memory":   # the cell does it (run_cells); note the group's count
+            self.fault_state["limit_hits_before"] = self.limit_hits()
+
+    def limit_hits(self):
+        """How often the learner's memory cgroup refused memory (its failcnt), None if none."""
+        group = self.room.cgroups.path(self.name)
+        try:
+            with open(os.path.join(group, "memory.failcnt" if self.room.cgroups.version == 1
+                                   else "memory.events")) as f:
+                text = f.read()
+        except OSError:
+            return None
+        if self.room.cgroups.version == 1:
+            return int(text)
+        return int(dict(line.split() for line in text.splitlines()).get("oom_kill", 0))
 
     def kept(self):
         """What survived: the course, the saved edit, the progress from before each fault."""
@@ -421,6 +457,8 @@ def main(argv=None):
     ap.add_argument("--faults", default=",".join(FAULTS),
                     help=f"comma-separated, from {', '.join(FAULTS)} ('' for none)")
     ap.add_argument("--no-baseline", action="store_true", help="skip the solo run")
+    ap.add_argument("--mem-limit", default="1G",
+                    help="each learner's memory limit (HUB_MEM_LIMIT), where the hub can enforce one")
     ap.add_argument("--port", type=int, default=8050)
     ap.add_argument("--tag", default="")
     ap.add_argument("--work", default=WORK, help="its state, homes, logs and numbers.json")
@@ -428,8 +466,7 @@ def main(argv=None):
     faults = [f for f in args.faults.split(",") if f]
     if any(f not in FAULTS for f in faults):
         ap.error(f"--faults: from {', '.join(FAULTS)}")
-    learner_faults = [f for f in LEARNER_FAULTS if f in faults]
-    if len(learner_faults) > args.learners:
+    if len([f for f in LEARNER_FAULTS if f in faults]) > args.learners:
         ap.error("--faults: one learner each, and there are fewer learners")
     work = args.work
     for d in ("state", "homes"):  # a fresh hub and fresh homes; numbers-<tag>.json files stay
@@ -443,8 +480,15 @@ def main(argv=None):
                "memory_total_gb": round(psutil.virtual_memory().total / 2**30, 1)}
     sampler = Sampler()
     sampler.start()
-    room = Classroom(args.port)
+    room = Classroom(args.port, args.mem_limit)
+    numbers["memory_limit"] = {"limit": args.mem_limit, "enforced": room.cgroups.enforced,
+                               "reason": room.cgroups.reason}
+    if "out-of-memory" in faults and not room.cgroups.enforced:
+        log(f"no out-of-memory fault: no memory limit here ({room.cgroups.reason})")
+        faults.remove("out-of-memory")
+        numbers["faults"] = faults
     names = [f"learner{i:02d}" for i in range(1, args.learners + 1)]
+    learner_faults = [f for f in LEARNER_FAULTS if f in faults]
     learners = [Learner(room, n, args.think,
                         fault=learner_faults[i] if i < len(learner_faults) else None,
                         go_wrong=(i == len(names) - 1)) for i, n in enumerate(names)]
@@ -475,10 +519,21 @@ def main(argv=None):
             restarter.join()
         numbers["class_wall_s"] = round(time.monotonic() - t0, 1)
         numbers["progress_view"] = class_progress()
+        if room.cgroups.enforced:   # each server is still running, its group still there
+            for lrn in learners:
+                try:
+                    lrn.rec["peak_charged_mb"] = round(room.cgroups.peak_bytes(lrn.name) / 2**20, 1)
+                except OSError:
+                    pass
     finally:
         sampler.stop.set()
         sampler.join()
         room.stop()
+        if room.cgroups.enforced:
+            try:
+                os.rmdir(room.cgroups.base)   # empty once every learner's group is released
+            except OSError:
+                pass
     numbers.update({key: value for key, value in hs.numbers.items() if key.startswith("hub_")})
     numbers["no_process_left"] = True  # stop_hub exits otherwise
 
@@ -491,7 +546,8 @@ def main(argv=None):
             if base and base["kernel_seconds"] and nb["runs"] == 1:
                 nb["vs_alone"] = round(nb["kernel_seconds"] / base["kernel_seconds"], 2)
         rec["fault"] = {k: v for k, v in (lrn.fault_state or {}).items()
-                        if k in ("fault", "notebook", "cell", "recovered")} or None
+                        if k in ("fault", "notebook", "cell", "recovered", "limit_hits_before",
+                                 "limit_hits_after")} or None
         rec["kept"] = lrn.kept()
     if solo:
         numbers["solo"] = solo.rec
@@ -530,7 +586,7 @@ def report(numbers, solo, recs):
     short = [os.path.basename(p)[:2] for p in PLAN]
     print(f"{'learner':10} {'login s':>7} {'start s':>7} "
           + " ".join(f"{s + ' s (x alone)':>15}" for s in short)
-          + f" {'failed':>6} {'peak RSS MB':>11} {'private MB':>10}  fault")
+          + f" {'failed':>6} {'peak RSS MB':>11} {'private MB':>10} {'charged MB':>10}  fault")
     for r in ([solo.rec] if solo else []) + recs:
         cols = [f"{nb['kernel_seconds']:>7} ({nb.get('vs_alone', '-'):>4}x)".rjust(15) for nb in r["notebooks"]]
         cols += ["-".rjust(15)] * (len(PLAN) - len(cols))
@@ -538,7 +594,8 @@ def report(numbers, solo, recs):
         pk = r.get("peak_memory_mb", {})
         fault = r.get("fault") or {}
         print(f"{r['name']:10} {r.get('login_s', '-'):>7} {r.get('server_start_s', '-'):>7} " + " ".join(cols)
-              + f" {failed:>6} {pk.get('rss', '-'):>11} {pk.get('private', '-'):>10}  "
+              + f" {failed:>6} {pk.get('rss', '-'):>11} {pk.get('private', '-'):>10} "
+              + f"{r.get('peak_charged_mb', '-'):>10}  "
               + (f"{fault.get('fault')} at {fault.get('notebook')} cell {fault.get('cell')}" if fault else ""))
     for r in recs:
         for it in r["interruptions"]:

@@ -65,10 +65,41 @@ c.Authenticator.username_pattern = r"^[a-z0-9][a-z0-9._-]{0,31}$"
 # --- each learner's server ----------------------------------------------------------------
 # SimpleLocalProcessSpawner: every server is a process of the user who started the hub, with
 # its home under build/hub-homes/.  NO ISOLATION: a learner's code can read, change or delete
-# anyone's files, and can stop anyone's kernels.  No memory limit either: this spawner cannot
-# enforce one (Spawner.mem_limit would only be passed on as $MEM_LIMIT), so none is set; a
-# spawner that enforces it (systemdspawner, DockerSpawner, KubeSpawner) is the way to get one.
-c.JupyterHub.spawner_class = "jupyterhub.spawner.SimpleLocalProcessSpawner"
+# anyone's files, and can stop anyone's kernels.  It cannot enforce a memory limit itself
+# (Spawner.mem_limit is only passed on as $MEM_LIMIT); hub/memory_limit.py does, where the
+# machine lets it (root on Linux with memory cgroups): HUB_MEM_LIMIT per learner, 1G by
+# default (a learner's server and one TensorFlow kernel peaked at 0.82 GB in the rehearsal),
+# 0 for none.
+from jupyterhub.spawner import SimpleLocalProcessSpawner  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import memory_limit  # noqa: E402  (hub/memory_limit.py)
+
+MEM_LIMIT = os.environ.get("HUB_MEM_LIMIT", "1G").strip()
+cgroups = None
+if MEM_LIMIT not in ("", "0"):
+    cgroups = memory_limit.MemoryCgroups(memory_limit.parse_size(MEM_LIMIT), f"ipu-lab-hub-{PORT}")
+    c.Spawner.mem_limit = MEM_LIMIT
+
+
+class MemoryLimitedSpawner(SimpleLocalProcessSpawner):
+    """SimpleLocalProcessSpawner, with each learner's server (and so their kernels) in a memory
+    cgroup of their own when the machine allows one."""
+
+    async def start(self):
+        url = await super().start()
+        if cgroups is not None and cgroups.enforced:
+            cgroups.confine(self.pid, self.user.name)
+        return url
+
+    async def stop(self, now=False):
+        await super().stop(now=now)
+        if cgroups is not None and cgroups.enforced:
+            import asyncio
+            await asyncio.get_running_loop().run_in_executor(None, cgroups.release, self.user.name)
+
+
+c.JupyterHub.spawner_class = MemoryLimitedSpawner
 c.SimpleLocalProcessSpawner.home_dir_template = os.path.join(HOMES, "{username}")
 c.Spawner.notebook_dir = os.path.join(HOMES, "{username}")
 # The server runs on the lab's .venv Python (TensorFlow, the emulator, JupyterLab and its
@@ -170,7 +201,11 @@ print(
         f"  instructor (admin, {c.JupyterHub.bind_url}/hub/admin): name '{ADMIN}', password",
         f"      {passwords['instructor']}",
         f"  homes: {HOMES}   (Ctrl-C stops the hub and every server; files stay)",
-        "  no isolation between learners and no memory limit: see hub/README.md",
+        "  memory per learner: " + (
+            "no limit (HUB_MEM_LIMIT=0)" if cgroups is None else
+            f"{MEM_LIMIT}, enforced (memory cgroup v{cgroups.version}, {cgroups.base})"
+            if cgroups.enforced else f"no limit: {cgroups.reason}"),
+        "  no isolation between learners: see hub/README.md",
         "=" * 72,
         "",
     ]),

@@ -1,6 +1,7 @@
 """The classroom rehearsal on a real JupyterHub (bench/classroom.py), three learners, with the
-faults a class meets: learner01's kernel killed mid-cell, learner02's server restarted mid-cell,
-then the hub restarted while someone's cell runs.  Each learner runs the two-hour plan's notebooks (01, 04, 08)
+faults a class meets: learner01's kernel killed mid-cell, learner02's cell over their memory
+limit (where the hub can enforce one: root on Linux with memory cgroups, as on this machine),
+learner03's server restarted mid-cell, then the hub restarted while someone's cell runs.  Each learner runs the two-hour plan's notebooks (01, 04, 08)
 with the exercises solved; nothing may be lost and the instructor's progress view must say who
 is where.  Needs `make hub-tools` (`make test` runs it first); deselect with -m "not hub"."""
 import json
@@ -12,6 +13,9 @@ import sys
 import pytest
 
 from tests.support.child_python import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "hub"))
+import memory_limit  # noqa: E402  (hub/memory_limit.py)
 
 pytestmark = pytest.mark.hub
 
@@ -56,14 +60,22 @@ def test_every_learner_ran_the_plan_through_the_faults(rehearsal):
     assert numbers["all_cells_passed"] and numbers["no_kernel_died_uncaused"]
 
 
+def memory_limit_here():
+    """Whether a hub started here can enforce a memory limit (what its start banner says)."""
+    return memory_limit.MemoryCgroups(2**30, "ipu-lab-probe").enforced
+
+
 def test_each_fault_struck_mid_cell_and_its_learner_ran_on(rehearsal):
     _run, numbers = rehearsal
     learners = {r["name"]: r for r in numbers["per_learner"]}
-    for name, fault in (("learner01", "kernel-kill"), ("learner02", "server-restart")):
+    expected = [("learner01", "kernel-kill"), ("learner02", "out-of-memory"),
+                ("learner03", "server-restart")]
+    if not memory_limit_here():
+        expected = [("learner01", "kernel-kill"), ("learner02", "server-restart")]
+    for name, fault in expected:
         struck = learners[name]["fault"]
         assert struck["fault"] == fault and struck["recovered"] and struck["cell"] >= 1, struck
         assert fault in [i["cause"] for i in learners[name]["interruptions"]]
-    assert learners["learner03"]["fault"] is None
     # The hub restart stopped every server while someone's cell ran; each of them ran on.
     busy = numbers["hub_restart"]["busy"]
     assert busy and set(busy) <= set(learners)
@@ -74,14 +86,31 @@ def test_each_fault_struck_mid_cell_and_its_learner_ran_on(rehearsal):
     assert numbers["every_fault_struck_and_recovered"]
 
 
+def test_the_memory_limit_killed_only_the_learner_over_it(rehearsal):
+    _run, numbers = rehearsal
+    limit = numbers["memory_limit"]
+    assert limit["enforced"] == memory_limit_here(), limit
+    if not limit["enforced"]:
+        assert limit["reason"] and "out-of-memory" not in numbers["faults"]
+        return
+    learners = {r["name"]: r for r in numbers["per_learner"]}
+    oom = learners["learner02"]["fault"]
+    assert oom["limit_hits_after"] > oom["limit_hits_before"] == 0   # the limit refused memory
+    # Everyone else ran the plan within 1G, what each learner's group was charged at most.
+    for r in learners.values():
+        assert 0 < r["peak_charged_mb"] <= 1024, r
+    assert numbers["no_kernel_died_uncaused"]
+
+
 def test_nothing_was_lost(rehearsal):
     _run, numbers = rehearsal
     kept = {r["name"]: r["kept"] for r in numbers["per_learner"]}
     # saved_edit: the edit each learner saved before their own fault is on disk; progress:
     # every exercise check noted before each fault (theirs, and the hub restart) is still there.
-    assert kept == {"learner01": {"notebooks": True, "saved_edit": True, "progress": True},
-                    "learner02": {"notebooks": True, "saved_edit": True, "progress": True},
-                    "learner03": {"notebooks": True, "progress": True}}
+    assert kept["learner01"] == kept["learner02"] == {"notebooks": True, "saved_edit": True,
+                                                      "progress": True}
+    assert kept["learner03"] == {"notebooks": True, "progress": True,
+                                 **({"saved_edit": True} if memory_limit_here() else {})}
     assert numbers["nothing_lost"] and numbers["no_process_left"]
 
 

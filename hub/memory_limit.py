@@ -1,0 +1,118 @@
+"""A memory limit per learner for `make hub`, enforced by the Linux kernel's memory cgroups.
+
+JupyterHub's local spawners cannot enforce `Spawner.mem_limit` (they only pass it on as
+$MEM_LIMIT).  A hub running as root on Linux can: each learner's server is moved into a memory
+cgroup of its own right after it starts, with the limit set, and every kernel the server starts
+is born inside it.  A learner who goes over their limit then loses their largest process (their
+kernel: Jupyter starts a new one and says "Kernel Restarting"); the other learners keep theirs.
+
+Where it works: cgroup v1's memory hierarchy (the learner's group is made inside the hub's own
+memory cgroup), or cgroup v2 when the hub runs in the root cgroup with the memory controller
+available.  Anywhere else (not root, no writable cgroup, no memory controller) `reason` says
+why and nothing is limited.  Standard library only: the hub's own Python runs it.
+
+    >>> parse_size("1G"), parse_size("512M"), parse_size("2048")
+    (1073741824, 536870912, 2048)
+"""
+import os
+import time
+
+UNITS = {"K": 1, "M": 2, "G": 3, "T": 4}
+
+
+def parse_size(text):
+    """Bytes in a Jupyter-style size: a number with K, M, G or T (powers of 1024) or none."""
+    text = str(text).strip().upper()
+    if text[-1:] in UNITS:
+        return int(float(text[:-1]) * 1024 ** UNITS[text[-1]])
+    return int(text)
+
+
+def _own_cgroup(hierarchy, proc_cgroup="/proc/self/cgroup"):
+    """This process's path in a cgroup v1 hierarchy ("memory"), or in cgroup v2 ("")."""
+    with open(proc_cgroup) as f:
+        for line in f:
+            _id, controllers, path = line.rstrip("\n").split(":", 2)
+            if (hierarchy and hierarchy in controllers.split(",")) or (not hierarchy and _id == "0"):
+                return path
+    return None
+
+
+class MemoryCgroups:
+    """One memory cgroup per learner, inside a group for this hub (``group``)."""
+
+    def __init__(self, limit_bytes, group, root="/sys/fs/cgroup", proc_cgroup="/proc/self/cgroup"):
+        self.limit_bytes = limit_bytes
+        self.base, self.version, self.reason = None, None, None
+        try:
+            self._find(root, group, proc_cgroup)
+        except OSError as error:
+            self.base, self.reason = None, f"cannot make a memory cgroup ({error})"
+
+    def _find(self, root, group, proc_cgroup):
+        v1 = os.path.join(root, "memory")
+        own = _own_cgroup("memory", proc_cgroup)
+        if own is not None and os.path.isfile(os.path.join(v1, "memory.limit_in_bytes")):
+            self.base, self.version = os.path.join(v1, own.lstrip("/"), group), 1
+        else:
+            own = _own_cgroup("", proc_cgroup)
+            v2 = next((d for d in (root, os.path.join(root, "unified"))
+                       if os.path.isfile(os.path.join(d, "cgroup.controllers"))), None)
+            if v2 is None or own is None:
+                self.reason = "this machine has no memory cgroup hierarchy"
+                return
+            with open(os.path.join(v2, "cgroup.controllers")) as f:
+                if "memory" not in f.read().split():
+                    self.reason = "cgroup v2 here has no memory controller"
+                    return
+            if own != "/":
+                # v2 lets a group hand the memory controller to its children only when it holds
+                # no process itself, and the hub's own group holds the hub.
+                self.reason = "under cgroup v2 the hub must run in the root cgroup"
+                return
+            with open(os.path.join(v2, "cgroup.subtree_control"), "w") as f:
+                f.write("+memory")
+            self.base, self.version = os.path.join(v2, group), 2
+        os.makedirs(self.base, exist_ok=True)
+        if self.version == 2:
+            with open(os.path.join(self.base, "cgroup.subtree_control"), "w") as f:
+                f.write("+memory")
+
+    @property
+    def enforced(self):
+        return self.base is not None
+
+    def path(self, learner):
+        return os.path.join(self.base, learner)
+
+    def confine(self, pid, learner):
+        """Put process ``pid`` (a learner's server, before it starts any kernel) in the
+        learner's group, with the limit."""
+        group = self.path(learner)
+        os.makedirs(group, exist_ok=True)
+        limit_file = "memory.limit_in_bytes" if self.version == 1 else "memory.max"
+        with open(os.path.join(group, limit_file), "w") as f:
+            f.write(str(self.limit_bytes))
+        with open(os.path.join(group, "cgroup.procs"), "w") as f:
+            f.write(str(pid))
+
+    def release(self, learner, wait_s=5.0):
+        """Remove the learner's group once its processes are gone (a kernel can outlive its
+        server by a moment); a group still busy after ``wait_s`` is left for the next start."""
+        group = self.path(learner)
+        deadline = time.monotonic() + wait_s
+        while os.path.isdir(group):
+            try:
+                os.rmdir(group)
+            except OSError:
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.1)
+        return True
+
+    def peak_bytes(self, learner):
+        """The most memory the learner's group has been charged since it was made (its server's
+        last start): what the limit is measured against, shared pages counted once per machine."""
+        peak_file = "memory.max_usage_in_bytes" if self.version == 1 else "memory.peak"
+        with open(os.path.join(self.path(learner), peak_file)) as f:
+            return int(f.read())
