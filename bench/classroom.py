@@ -81,6 +81,7 @@ CELL_TIMEOUT = 600
 # simulation cells run for longer on this machine; a quicker cell passes it on to the next).
 STRIKE_AFTER_S = 0.25
 RECOVERY_TIMEOUT = 300
+MAX_RUNS = 5   # runs of one notebook before a learner gives up
 EDIT_MARKER = "Saved by {name} just before the {fault}."
 
 
@@ -224,6 +225,15 @@ class Learner:
         except requests.RequestException:
             return None
 
+    def server_answers(self):
+        """Whether the learner's own server answers through the proxy (after a hub restart the
+        hub can call a server ready a moment before the proxy routes to it)."""
+        try:
+            return requests.get(self.room.url + f"/user/{self.name}/api/status",
+                                headers=self.headers, timeout=30).status_code == 200
+        except requests.RequestException:
+            return False
+
     def server(self):
         """The learner's server as the hub sees it ({} when stopped), or None when the hub is away."""
         r = self.hub_api("GET", f"/users/{self.name}")
@@ -266,7 +276,7 @@ class Learner:
                 break
             except Interrupted as why:
                 self.cell_started = None
-                if rec["runs"] > 3:
+                if rec["runs"] > MAX_RUNS:
                     raise
                 self.recover(path, str(why))
         rec["seconds"] = round(time.monotonic() - t0, 1)  # wall time, thinking and recovery included
@@ -283,7 +293,7 @@ class Learner:
             if time.monotonic() - t0 > RECOVERY_TIMEOUT:
                 raise RuntimeError(f"{self.name} could not get their server back in {RECOVERY_TIMEOUT} s")
             server = self.server()
-            if server is not None and server.get("ready"):
+            if server is not None and server.get("ready") and self.server_answers():
                 break
             if server == {}:  # stopped: the hub's page starts it
                 self.hub_api("POST", f"/users/{self.name}/server")
@@ -310,9 +320,9 @@ class Learner:
                                                 "name": os.path.basename(path), "kernel": {"name": "python3"}})
         session, kernel = r.json()["id"], r.json()["kernel"]["id"]
         try:
-            ws = await websocket_connect(HTTPRequest(
+            ws = await websocket_connect(HTTPRequest(   # a loaded machine is slow to answer
                 self.room.url.replace("http", "ws", 1) + f"/user/{self.name}/api/kernels/{kernel}/channels",
-                headers=self.headers))
+                headers=self.headers, connect_timeout=120, request_timeout=120))
         except Exception as e:  # noqa: BLE001 (the server went away between the two calls)
             raise Interrupted(f"websocket: {type(e).__name__}") from e
         outputs = []
