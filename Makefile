@@ -72,7 +72,8 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
 	@echo "Starting JupyterLab on notebooks/: open the http://127.0.0.1:... URL it prints below."
 	@$(BIN)/jupyter trust notebooks/*.ipynb > /dev/null
-	$(BIN)/jupyter lab --notebook-dir=notebooks $(ALLOW_ROOT) $(CULL_CLOSED_KERNELS)
+	@# The environment's bin/ on PATH: `%tensorboard` starts the `tensorboard` command from it.
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/jupyter lab --notebook-dir=notebooks $(ALLOW_ROOT) $(CULL_CLOSED_KERNELS)
 
 # The bundled data sample keeps test runs offline and reproducible.  The notebooks run with
 # their exercises solved (IPU_LAB_SOLUTIONS=1: each check fills in its solution and fails the

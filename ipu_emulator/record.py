@@ -245,10 +245,20 @@ history: "_collections.deque[EngineRun]" = _collections.deque(maxlen=HISTORY_LIM
 _open_captures: List[ProgramRecord] = []
 
 
+_listeners: list = []
+
+
+def on_engine_run(listener) -> None:
+    """Call ``listener(run)`` for every engine run from now on (the event trace's queue)."""
+    _listeners.append(listener)
+
+
 def add_engine_run(run: EngineRun) -> None:
     history.append(run)
     for capture_record in _open_captures:
         capture_record.add(run)
+    for listener in _listeners:
+        listener(run)
 
 
 @_contextlib.contextmanager

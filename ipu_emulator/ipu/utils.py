@@ -12,17 +12,28 @@ SDK 2.1-2.3 kept these functions but deprecated them in favour of ``IPUConfig``;
 module reproduces that form (same signatures, checks, messages and deprecation warning).
 ``ipu.utils.configure_ipu_system`` accepts either an ``IPUConfig`` or ``IpuOptions``.
 
-Profiling arguments are accepted and stored but have no effect here: the emulator's
-execution traces come from ``POPLAR_ENGINE_OPTIONS`` (``autoReport.*``) instead.
+Profiling arguments (``profiling``, ``enable_ipu_events``, ``use_poplar_text_report``,
+``profile_execution``) decide which events ``gen_ipu_ops.ipu_event_trace()`` returns, which
+the ``extract_*`` helpers at the end of this module read::
+
+    report = gen_ipu_ops.ipu_event_trace()
+    ...
+    events = sess.run(report)
+    print(ipu.utils.extract_all_strings_from_event_trace(events))
+
+The events are the emulator's (``runtime/event_trace.py`` says what they carry); its
+simulated execution traces come from ``POPLAR_ENGINE_OPTIONS`` (``autoReport.*``).
 """
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import re
 import sys
+import time
 
-from ipu_emulator.runtime import configured_system
+from ipu_emulator.runtime import configured_system, event_trace
 from ipu_emulator.ipu.config import (  # noqa: F401  (re-exported, as in the SDK)
     DeviceConfig,
     DeviceConnectionType,
@@ -442,18 +453,115 @@ def move_variable_initialization_to_cpu(graph=None):
     return None
 
 
-# SDK 1.x-2.x read profiling reports from an event trace (``gen_ipu_ops.ipu_event_trace``)
-# with these helpers; the emulator writes its traces through POPLAR_ENGINE_OPTIONS instead.
-# Data-export helpers likewise.  They import, and raise NotImplementedError when called.
-_NOT_EMULATED = [
-    "extract_all_strings_from_event_trace", "extract_all_types_from_event_trace",
-    "extract_all_events", "extract_all_io_events", "extract_compile_reports",
-    "extract_execute_reports", "extract_poplar_serialized_graphs",
-    "get_memory_size_from_events", "export_dataset_to_file", "export_inputs_to_file"]
+# --- reading an event trace (SDK 1.x-2.0) ---------------------------------------------------
+# ``events`` is what running ``gen_ipu_ops.ipu_event_trace()`` returned: serialized
+# ``IpuTraceEvent`` messages (a NumPy array from ``Session.run``, an eager tensor, or a list).
+
+def _parsed(events):
+    if hasattr(events, "numpy"):
+        events = events.numpy()
+    return [event_trace.IpuTraceEvent.FromString(bytes(e)) for e in events]
+
+
+def _text(value):
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+def extract_all_strings_from_event_trace(events):
+    """All the events' data as one string: for each event a rule, its local time and what it
+    carries (module name, duration, report)."""
+    kinds = event_trace.IpuTraceEvent
+    parts = []
+    for event in _parsed(events):
+        when = time.strftime("%F %T %z", time.localtime(event.timestamp))
+        if event.type == kinds.COMPILE_BEGIN:
+            body = "Compile begin: %s\n" % _text(event.compile_begin.module_name)
+        elif event.type == kinds.COMPILE_END:
+            body = "Compile end: %s\nDuration: %d us\n%s" % (
+                _text(event.compile_end.module_name), event.compile_end.duration,
+                _text(event.compile_end.compilation_report))
+        elif event.type == kinds.HOST_TO_DEVICE_TRANSFER:
+            body = "Host->Device\n%s\n" % _text(event.data_transfer.data_transfer)
+        elif event.type == kinds.DEVICE_TO_HOST_TRANSFER:
+            body = "Device->Host\n%s\n" % _text(event.data_transfer.data_transfer)
+        elif event.type == kinds.LOAD_ENGINE:
+            body = "Load engine: %s\n" % _text(event.load_engine.module_name)
+        elif event.type == kinds.EXECUTE:
+            body = "Execute: %s\n%s" % (_text(event.execute.module_name),
+                                         _text(event.execute.execution_report))
+        else:
+            body = "Unknown event"
+        parts.append("-" * 70 + "\n=> @ " + when + ": " + body + "\n")
+    return "".join(parts)
+
+
+def extract_all_types_from_event_trace(events):
+    """The type of each event (``IpuTraceEvent.COMPILE_BEGIN``...), in order."""
+    return [event.type for event in _parsed(events)]
+
+
+def extract_all_events(events):
+    """The events as ``IpuTraceEvent`` messages."""
+    return _parsed(events)
+
+
+def _reports(events, kind, payload, field):
+    wanted = getattr(event_trace.IpuTraceEvent, kind)
+    found = []
+    for event in _parsed(events):
+        if event.type != wanted:
+            continue
+        message = getattr(event, payload)
+        try:
+            module, report = _text(message.module_name), _text(getattr(message, field))
+        except UnicodeDecodeError:
+            continue
+        if report:
+            found.append((module, report))
+    return found
+
+
+def extract_compile_reports(events):
+    """``(module name, compilation report)`` of each compile end that has a report."""
+    return _reports(events, "COMPILE_END", "compile_end", "compilation_report")
+
+
+def extract_execute_reports(events):
+    """``(module name, execution report)`` of each execution that has a report."""
+    return _reports(events, "EXECUTE", "execute", "execution_report")
+
+
+def extract_poplar_serialized_graphs(events):
+    """``(module name, serialized graph)`` of each compile end that has one: never any here,
+    since the emulator builds no Poplar graph."""
+    return _reports(events, "COMPILE_END", "compile_end", "poplar_graph")
+
+
+def extract_all_io_events(events):
+    """``(event type, tensor name)`` for each tensor of each host<->device transfer event."""
+    kinds = event_trace.IpuTraceEvent
+    found = []
+    for event in _parsed(events):
+        if event.type in (kinds.HOST_TO_DEVICE_TRANSFER, kinds.DEVICE_TO_HOST_TRANSFER):
+            try:
+                payload = json.loads(_text(event.data_transfer.data_transfer))
+            except (UnicodeDecodeError, ValueError):
+                continue
+            found.extend((event.type, tensor["name"]) for tensor in payload.get("tensors", []))
+    return found
+
+
+# Tile memory from Poplar's graph report, and the data-export helpers: not emulated.  They
+# import, and raise NotImplementedError when called.
+_NOT_EMULATED = ["get_memory_size_from_events", "export_dataset_to_file",
+                 "export_inputs_to_file"]
 from ipu_emulator.ipu import _unsupported  # noqa: E402
 globals().update(_unsupported.stubs("tensorflow.python.ipu.utils", _NOT_EMULATED))
 
 __all__ = _NOT_EMULATED + [
+    "extract_all_strings_from_event_trace", "extract_all_types_from_event_trace",
+    "extract_all_events", "extract_all_io_events", "extract_compile_reports",
+    "extract_execute_reports", "extract_poplar_serialized_graphs",
     "IPUConfig", "IpuOptions", "SelectionOrder", "ExecutionProfileType",
     "DeviceConnectionType", "MergeRemoteBuffersBehaviour", "SchedulingAlgorithm",
     "StochasticRoundingBehaviour", "get_ipu_config", "configure_ipu_system",

@@ -21,4 +21,5 @@
 ``tf2_programs``          one call of a ``tf.function`` run by ``IPUStrategy`` = one engine run
 ``keras_stages``          IPU Keras pipelines: each layer's stage, the plan, each stage's cost
 ``memory_release``        heap memory TensorFlow freed, given back to the system when idle
+``event_trace``           the IPU trace events ``gen_ipu_ops.ipu_event_trace`` returns, from the record
 """

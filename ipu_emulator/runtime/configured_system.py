@@ -48,6 +48,10 @@ class SystemConfiguration:
     # DeviceConnectionType.PRE_COMPILE: programs compile for a device that is never
     # attached, and every execution returns zeros (runtime/session_run.py).
     pre_compile: bool = False
+    # The options' ``profiling`` (a ``ipu_options.ProfilingConfig``, copied): which IPU trace
+    # events and reports ``gen_ipu_ops.ipu_event_trace`` returns (runtime/event_trace.py).
+    # Profiling changes no device, so two systems that differ only here compare equal.
+    profiling: Optional[object] = field(default=None, compare=False)
 
 
 _lock = threading.Lock()

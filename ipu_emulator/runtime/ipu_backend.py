@@ -12,7 +12,7 @@ stays cheap.
 from __future__ import annotations
 
 import contextlib
-
+import copy
 import logging
 import os
 import re
@@ -126,6 +126,7 @@ def system_configuration_from(opts: IpuOptions) -> configured_system.SystemConfi
         selection_order=opts.selection_order.name,
         poplar_options=dict(opts.compilation_options),
         pre_compile=opts.device_connection_type == DeviceConnectionType.PRE_COMPILE,
+        profiling=copy.deepcopy(opts.profiling),
     )
 
 
@@ -137,6 +138,8 @@ def _options_from_system(cfg: configured_system.SystemConfiguration) -> IpuOptio
     opts.compilation_options = dict(cfg.poplar_options)
     opts.ipu_model_config.tiles_per_ipu = cfg.tiles_per_ipu
     opts.ipu_model_config.ipu_model_version = cfg.ipu_version
+    if cfg.profiling is not None:
+        opts.profiling = copy.deepcopy(cfg.profiling)
     return opts
 
 

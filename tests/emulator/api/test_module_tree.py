@@ -107,8 +107,8 @@ def test_every_mapped_module_imports_under_the_runner_machinery(tf2_runner_child
     (ipu.keras.layers, "GroupNorm", "tensorflow.python.ipu.keras.layers.GroupNorm"),
     (ipu.keras, "PipelineModel", "tensorflow.python.ipu.keras.PipelineModel"),
     (ipu.keras, "Sequential", "tensorflow.python.ipu.keras.Sequential"),
-    (ipu.utils, "extract_all_strings_from_event_trace",
-     "tensorflow.python.ipu.utils.extract_all_strings_from_event_trace"),
+    (ipu.utils, "get_memory_size_from_events",
+     "tensorflow.python.ipu.utils.get_memory_size_from_events"),
 ])
 def test_unemulated_names_import_and_raise_only_when_used(module, name, feature):
     stub = getattr(module, name)

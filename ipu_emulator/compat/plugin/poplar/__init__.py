@@ -1,1 +1,2 @@
-"""``tensorflow.compiler.plugin.poplar``: only its ``ops`` package is provided."""
+"""``tensorflow.compiler.plugin.poplar``: its ``ops`` package (the ``gen_*_ops`` modules) and
+``driver.trace_pb2`` (the ``IpuTraceEvent`` message of the event trace)."""

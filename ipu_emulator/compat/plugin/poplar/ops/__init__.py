@@ -3,8 +3,9 @@
 Each ``gen_*`` module of the SDK holds one Python function per registered Poplar op (several
 hundred in all).  Scripts use them only through the ``ipu`` API, which the emulator provides;
 the modules here exist so that importing them works.  Every op name in them is a stub that
-raises ``NotImplementedError`` when called (``replication_index`` excepted: the emulator's
-``ipu.replication_ops.replication_index``).  Op names are not listed one by one here: any
+raises ``NotImplementedError`` when called, except ``gen_poputil_ops.replication_index`` (the
+emulator's ``ipu.replication_ops.replication_index``) and ``gen_ipu_ops.ipu_event_trace`` (the
+emulator's IPU trace events: ``runtime/event_trace.py``).  Op names are not listed one by one here: any
 lower-case name is taken to be an op, so unlike the ``ipu`` modules a misspelt op name
 only fails when called.
 """
@@ -25,7 +26,9 @@ GEN_MODULES = (
 _SDK = "tensorflow.compiler.plugin.poplar.ops"
 _OP_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _EMULATED = {("gen_poputil_ops", "replication_index"):
-             ("ipu_emulator.ipu.ops.replication_ops", "replication_index")}
+             ("ipu_emulator.ipu.ops.replication_ops", "replication_index"),
+             ("gen_ipu_ops", "ipu_event_trace"):
+             ("ipu_emulator.runtime.event_trace", "ipu_event_trace")}
 
 
 def _gen_module(name):
