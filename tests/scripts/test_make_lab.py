@@ -4,6 +4,7 @@ open, and that URL serves the lab."""
 import os
 import re
 import selectors
+import shutil
 import signal
 import subprocess
 import time
@@ -45,6 +46,24 @@ def fetch(url, attempts=30):
             time.sleep(1)
 
 
+def server_environment(group):
+    """The environment of the Jupyter server that `make lab` (process group ``group``) runs."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry.name)) != group:
+                continue
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+            if not any(part.endswith((b"jupyter", b"jupyter-lab")) for part in command):
+                continue
+            pairs = (entry / "environ").read_bytes().split(b"\0")
+        except (OSError, ProcessLookupError):
+            continue
+        return dict(pair.decode().split("=", 1) for pair in pairs if b"=" in pair)
+    raise AssertionError("no Jupyter server in make lab's process group")
+
+
 def test_make_lab_starts_the_lab_and_prints_its_url():
     # BROWSER=true: Jupyter "opens" the URL with the no-op command, not a real browser.
     env = dict(os.environ, BROWSER="true")
@@ -57,6 +76,12 @@ def test_make_lab_starts_the_lab_and_prints_its_url():
         assert "Running as root is not recommended" not in printed
         status, page = fetch(url)
         assert status == 200 and "<title>JupyterLab</title>" in page, (status, page[:500])
+        # `%tensorboard` in its kernels runs the `tensorboard` command found on the server's
+        # PATH: the environment's bin/ comes first.
+        path = server_environment(process.pid)["PATH"].split(os.pathsep)
+        found = shutil.which("tensorboard", path=os.pathsep.join(path))
+        venv = ROOT / os.environ.get("VENV", ".venv")  # the Makefile's VENV
+        assert found and Path(found).resolve() == (venv / "bin" / "tensorboard").resolve()
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         try:
