@@ -72,6 +72,8 @@ SETUP = "import os\nos.environ['IPU_LAB_SOLUTIONS'] = '1'\nos.environ['IPU_EMULA
 GO_WRONG = ("from ipu_emulator.exercises import REGISTRY, nb10_schedules\n"
             "for answer in REGISTRY['10.chunks-per-ipu'].wrong[:3]:\n"
             "    print(nb10_schedules.check_chunks_per_ipu(answer))")
+# What `%tensorboard` would start (docs/tensorboard.md): the hub puts the lab's bin/ on PATH.
+WHICH_TENSORBOARD = "import shutil\nprint('TENSORBOARD', shutil.which('tensorboard'))"
 LEARNER_FAULTS = ("kernel-kill", "out-of-memory", "server-restart")  # one learner each, in order
 FAULTS = LEARNER_FAULTS + ("hub-restart",)                           # the last: the whole class
 # The out-of-memory fault: the learner's cell holds this much more than their memory limit.
@@ -256,7 +258,7 @@ class Learner:
                     f"{len(nb['failed_cells'])} failed cell(s), {nb['runs']} run(s)"
                     f"{', A KERNEL DIED UNCAUSED' if nb['kernel_died'] else ''}")
             if self.go_wrong:
-                self.rec["went_wrong"] = asyncio.run(self.run_cells(PLAN[-1], [GO_WRONG], {}))
+                self.rec["went_wrong"] = asyncio.run(self.run_cells(PLAN[-1], [GO_WRONG, WHICH_TENSORBOARD], {}))
         except BaseException as e:  # noqa: BLE001 (a learner's failure is recorded, not fatal)
             self.rec["error"] = f"{type(e).__name__}: {e}"
             log(f"{self.name}: {self.rec['error']}")

@@ -121,8 +121,11 @@ c.Spawner.default_url = "/lab/tree/notebooks/README.md"
 # Each exercise check the learner runs is noted in their home (ipu_emulator.exercises.progress),
 # where `make progress` reads it for the instructor.  Beside the notebooks, so it survives a
 # kernel, server or hub restart; a dot-folder, so it stays out of the learner's file browser.
+# The lab's bin/ first on PATH, as `make lab` does: `%tensorboard` starts the `tensorboard`
+# command from it (docs/tensorboard.md).
 c.Spawner.environment = {
     "IPU_LAB_PROGRESS_FILE": lambda spawner: os.path.join(spawner.home_dir, ".ipu-lab", "progress.jsonl"),
+    "PATH": os.path.join(LAB_VENV, "bin") + os.pathsep + os.environ.get("PATH", os.defpath),
 }
 # A loaded machine starts servers slowly; Zero to JupyterHub allows 300 s.
 c.Spawner.start_timeout = 180

@@ -124,3 +124,10 @@ def test_the_instructor_sees_who_is_where_and_who_is_stuck(rehearsal):
     assert view["learner03"]["current"] == "10.chunks-per-ipu"
     assert view["learner03"]["misses_in_a_row"] == 3
     assert view["learner01"]["status"] == view["learner02"]["status"] == "working"
+
+
+def test_a_learners_kernel_finds_the_labs_tensorboard(rehearsal):
+    """`%tensorboard` runs the `tensorboard` command: the hub puts the lab's bin/ on PATH."""
+    _run, numbers = rehearsal
+    said = next(r for r in numbers["per_learner"] if r["name"] == "learner03")["went_wrong"]
+    assert f"TENSORBOARD {os.path.join(ROOT, '.venv', 'bin', 'tensorboard')}" in said, said
