@@ -6,15 +6,18 @@
 The environment variable IPU_EMULATOR_DATA picks where the data comes from:
 
     auto    (default) the Keras cache (~/.keras/datasets) if present, else a download with a
-            short timeout, else the bundled sample (ipu_emulator/data/mnist_sample.npz:
-            4,000 train / 1,000 test real MNIST digits)
+            short timeout, else the bundled sample
     full    the real data set only: Keras cache or download; errors propagate
     sample  the bundled sample only; never touches the network or the Keras cache
 
-There is no bundled Fashion-MNIST: its sample is the MNIST digits sample. No package ships
-CIFAR, so its sample is generated here (deterministically, no network): 5,000 train / 1,000
-test 32x32 RGB images of class-coloured stripes and noise, with Keras's shapes and dtypes, so
-CIFAR models build and learn something, but the images are not photographs. Whenever a sample
+The bundled samples (ipu_emulator/data/, see its README.md): mnist_sample.npz, 4,000 train /
+2,500 test real MNIST digits; fashion_mnist_sample.npz, 2,500 train / 2,500 test real
+Fashion-MNIST images. No package ships CIFAR, so its sample is generated here
+(deterministically, no network): 5,000 train / 2,500 test 32x32 RGB images of class-coloured
+stripes and noise, with Keras's shapes and dtypes, so CIFAR models build and learn something,
+but the images are not photographs. Every test split holds at least 2,048 images, so that a
+script sizing its steps from it (len(test) // (batch 64 x 2 replicas), rounded down to a
+multiple of the gradient accumulation count 8) gets a whole number of steps. Whenever a sample
 stands in, a one-line SampleDataWarning says so (once per process and data set).
 
 `patch_keras_datasets()` routes tf.keras.datasets.{mnist,fashion_mnist,cifar10,cifar100}
@@ -43,7 +46,8 @@ MODES = ("sample", "full", "auto")
 # In auto mode an offline machine should fall back quickly instead of hanging in a download.
 AUTO_DOWNLOAD_TIMEOUT_S = 10.0
 
-_SAMPLE_RESOURCE = ("mnist_sample.npz",)
+# The bundled samples, by data set name (ipu_emulator/data/README.md: sources and licences).
+_SAMPLE_RESOURCES = {"mnist": "mnist_sample.npz", "fashion_mnist": "fashion_mnist_sample.npz"}
 # In the order Keras lists them; the images/labels pairing is by name, not position.
 _FASHION_MNIST_FILES = {
     "y_train": "train-labels-idx1-ubyte.gz",
@@ -58,7 +62,7 @@ _CIFAR_FILES = {
     "cifar100": ("cifar-100-python", ["train"], ["test"]),
 }
 # The generated CIFAR stand-in: sizes and the seed that makes it the same on every machine.
-CIFAR_SAMPLE_SIZES = (5000, 1000)
+CIFAR_SAMPLE_SIZES = (5000, 2500)
 _CIFAR_SAMPLE_SEED = 1234
 # Keras downloads to ~/.keras, or here when ~/.keras is not writable (tf_keras get_file).
 _KERAS_FALLBACK_BASE = os.path.join("/tmp", ".keras")
@@ -71,7 +75,7 @@ class SampleDataWarning(UserWarning):
 
 
 # In-process state. Arrays are cached and handed out as copies, so callers may edit them.
-_sample_arrays = None
+_sample_arrays = {}          # data set name -> bundled sample arrays
 _cifar_samples = {}          # (data set name, label mode) -> generated stand-in arrays
 _real_arrays = {}            # (data set name, loader arguments...) -> arrays
 _failed_downloads = set()    # data sets whose auto-mode download failed: don't wait again
@@ -106,7 +110,7 @@ def _mnist_load_data(path="mnist.npz", cache_dir=None):
 
 def _fashion_mnist_load_data(cache_dir=None):
     """Loads Fashion-MNIST as `(x_train, y_train), (x_test, y_test)`. Offline it returns the
-    MNIST digits sample instead and warns; see ipu_emulator.data.datasets."""
+    bundled sample of real Fashion-MNIST images and warns; see ipu_emulator.data.datasets."""
     return _load_data(
         "fashion_mnist",
         cache_key=(cache_dir,),
@@ -172,8 +176,8 @@ cifar100 = _module_like("cifar100", _cifar100_load_data)
 # Choosing the source
 
 def _load_data(name, cache_key, find_cache, read_cache, download, sample=None):
-    """`sample()` gives the stand-in arrays (default: the bundled MNIST digits)."""
-    sample = sample or _sample
+    """`sample()` gives the stand-in arrays (default: the data set's bundled sample)."""
+    sample = sample or (lambda: _sample(name))
     mode = data_mode()
     if mode == "sample":
         return _substitute_sample(name, sample, forced=True)
@@ -236,21 +240,21 @@ def _copies(arrays):
 # ---------------------------------------------------------------------------------------------
 # The bundled sample
 
-def _sample():
-    global _sample_arrays
-    if _sample_arrays is None:
-        with importlib.resources.as_file(_sample_resource()) as path, np.load(path) as npz:
-            _sample_arrays = ((npz["x_train"], npz["y_train"]), (npz["x_test"], npz["y_test"]))
-    return _sample_arrays
+def _sample(name="mnist"):
+    if name not in _sample_arrays:
+        with importlib.resources.as_file(_sample_resource(name)) as path, np.load(path) as npz:
+            _sample_arrays[name] = ((npz["x_train"], npz["y_train"]),
+                                    (npz["x_test"], npz["y_test"]))
+    return _sample_arrays[name]
 
 
-def _sample_resource():
+def _sample_resource(name="mnist"):
     try:
-        return importlib.resources.files(__package__).joinpath(*_SAMPLE_RESOURCE)
+        return importlib.resources.files(__package__).joinpath(_SAMPLE_RESOURCES[name])
     except (TypeError, NotADirectoryError):
         # An editable install made before ipu_emulator/__init__.py existed imports the package
         # as a namespace package, which importlib.resources (Python 3.11) cannot read from.
-        return pathlib.Path(__file__).parent.joinpath(*_SAMPLE_RESOURCE)
+        return pathlib.Path(__file__).parent.joinpath(_SAMPLE_RESOURCES[name])
 
 
 def _substitute_sample(name, sample, forced):
@@ -272,18 +276,12 @@ def _sample_warning_text(name, forced, n_train):
                     f"{sample} stand in for it.")
         return (f"ipu_emulator: {title} not available offline; using {sample} "
                 f"(set {MODE_ENV_VAR}=full to require the real data set).")
-    sample = f"the bundled sample of {n_train:,} real MNIST digits"
-    if name == "fashion_mnist":
-        if forced:
-            return (f"ipu_emulator: {MODE_ENV_VAR}=sample and there is no bundled Fashion-MNIST, "
-                    f"so {sample} stands in for it: the images are handwritten digits, "
-                    f"not clothing.")
-        return (f"ipu_emulator: Fashion-MNIST not available offline; using {sample} in its "
-                f"place: the images are handwritten digits, not clothing "
-                f"(set {MODE_ENV_VAR}=full to require the real data set).")
+    title, items = {"mnist": ("MNIST", "digits"),
+                    "fashion_mnist": ("Fashion-MNIST", "images")}[name]
+    sample = f"the bundled sample of {n_train:,} real {title} training {items}"
     if forced:
-        return f"ipu_emulator: {MODE_ENV_VAR}=sample; using {sample} instead of the full MNIST."
-    return (f"ipu_emulator: MNIST not available offline; using {sample} "
+        return f"ipu_emulator: {MODE_ENV_VAR}=sample; using {sample} instead of the full {title}."
+    return (f"ipu_emulator: {title} not available offline; using {sample} "
             f"(set {MODE_ENV_VAR}=full to require the real data set).")
 
 
@@ -310,8 +308,7 @@ def _reset_warnings_shown():
 
 def _clear_caches():
     """Private, for tests: forget loaded arrays and failed downloads."""
-    global _sample_arrays
-    _sample_arrays = None
+    _sample_arrays.clear()
     _cifar_samples.clear()
     _real_arrays.clear()
     _failed_downloads.clear()
@@ -402,7 +399,13 @@ def _read_idx(path):
     """
     opener = gzip.open if os.fspath(path).endswith(".gz") else open
     with opener(path, "rb") as f:
-        raw = f.read()
+        return _read_idx_bytes(f.read(), gzipped=False, path=path)
+
+
+def _read_idx_bytes(raw, gzipped, path):
+    """The array in an IDX file's bytes (`gzipped`: compressed first); `path` names it in errors."""
+    if gzipped:
+        raw = gzip.decompress(raw)
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
         raise ValueError(f"{path}: not an IDX file (header {raw[:4].hex()})")
     ndim = raw[3]

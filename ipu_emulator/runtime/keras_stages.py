@@ -135,6 +135,16 @@ def plan(layer_stages, schedule, device_mapping, accumulation, mean, pipelining_
     return PipelinePlan(settings, layer_stages, accumulation, mean, num_shards)
 
 
+def replication_factor(device_mapping=None):
+    """How many replicas of a model the configured device holds: its IPUs over the model's
+    shards (the pipeline's IPUs rounded up to a power of two; 1 for a model that is not
+    pipelined), as the SDK's IPU Keras computes it.  A device the shards do not divide is
+    left to ``plan``'s error: 1 here."""
+    num_shards = 1 if not device_mapping else hardware.next_power_of_two(max(device_mapping) + 1)
+    num_ipus = configured_system.device(0).num_ipus
+    return num_ipus // num_shards if num_ipus % num_shards == 0 else 1
+
+
 # --- what an execution of a pipelined model records ---------------------------------------
 
 _stage_costs: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

@@ -26,8 +26,9 @@ def test_looped_script_trains_and_reports_one_engine_run_per_epoch(looped_run):
     result = looped_run.check()
     losses = epoch_losses(result.stdout)
     assert len(losses) == 2 and losses[1] < losses[0]
-    assert "(125 steps)" in result.stdout  # 4,000 sample images / batch 32, from the outfeed
-    assert "ipu_emulator: 2 engine runs, 250 loop iterations" in result.stderr
+    # 2,500 Fashion-MNIST sample images / batch 32 = 78 steps, counted from the outfeed.
+    assert "(78 steps)" in result.stdout
+    assert "ipu_emulator: 2 engine runs, 156 loop iterations" in result.stderr
     assert "bundled sample" in result.stderr  # the offline data substitution is announced
 
 
@@ -44,7 +45,7 @@ def test_step_per_run_script_makes_one_engine_run_per_step(tmp_path):
                           cwd=tmp_path).check()
     losses = epoch_losses(result.stdout)
     assert len(losses) == 2 and losses[1] < losses[0]
-    assert "ipu_emulator: 250 engine runs, 250 loop iterations" in result.stderr
+    assert "ipu_emulator: 156 engine runs, 156 loop iterations" in result.stderr
     # The old configuration API still works and says it is deprecated, as SDK 2.1-2.3 did.
     assert "create_ipu_config (from tensorflow.python.ipu.utils) is deprecated" in result.stderr
 

@@ -25,8 +25,11 @@ class ExecutionPlan:
     batch_bytes: int
 
 
-def plan_execution(x, y=None, batch_size=None, steps=None, steps_per_execution=1):
-    """Validate the data; the steps per execution to use and the bytes of one batch."""
+def plan_execution(x, y=None, batch_size=None, steps=None, steps_per_execution=1, replicas=1):
+    """Validate the data; the steps per execution to use and the bytes of one batch.
+
+    With ``replicas`` > 1 the batches are shared out between the replicas, and the counts
+    (``steps``, ``steps_per_execution``) are per replica, as from SDK 2.5."""
     if isinstance(x, tf.data.Dataset):
         available, batch_bytes = _dataset_batches(x)
     elif _is_generator_like(x):
@@ -38,6 +41,9 @@ def plan_execution(x, y=None, batch_size=None, steps=None, steps_per_execution=1
     else:
         available, batch_bytes = _array_batches(x, y, batch_size or DEFAULT_BATCH_SIZE)
 
+    if available is not None and replicas > 1:
+        available //= replicas
+    to_replica = " to this replica" if replicas > 1 else ""
     if steps is not None:
         if available is not None and steps > available:
             raise ValueError(
@@ -50,13 +56,13 @@ def plan_execution(x, y=None, batch_size=None, steps=None, steps_per_execution=1
         total = available
     if total is not None and total > 0:
         if steps_per_execution > total:
-            _log.warning("`steps_per_execution` has been set to %d but the dataset provided only "
-                         "contains %d batches. Using %d as `steps_per_execution`.",
-                         steps_per_execution, total, total)
+            _log.warning("`steps_per_execution` has been set to %d but the dataset provided%s "
+                         "only contains %d batches. Using %d as `steps_per_execution`.",
+                         steps_per_execution, to_replica, total, total)
             steps_per_execution = total
         elif total % steps_per_execution:
             raise ValueError("`steps_per_execution` must be a divisor of the number of batches "
-                             "in the dataset provided.")
+                             "in the dataset provided{}.".format(to_replica))
     return ExecutionPlan(steps_per_execution=steps_per_execution, batch_bytes=batch_bytes)
 
 

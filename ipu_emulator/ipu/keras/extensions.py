@@ -13,6 +13,18 @@ mixed in (as Graphcore's SDK does).  ``fit``/``evaluate``/``predict`` check thei
 engine run of ``steps_per_execution`` iterations.  Models built outside the scope are plain
 Keras models.
 
+Replication: a device with more IPUs than the model's shards (the pipeline's IPUs rounded up to
+a power of two, or 1) holds ``IPUs // shards`` replicas of it.  The batches are shared out
+between them and ``steps_per_execution`` (and a ``steps_per_epoch``/``steps`` given) count the
+batches of one replica, as from SDK 2.5.  The emulator runs the replicas' batches one after the
+other in one Keras execution, and adds up their gradients before the weight update (the
+all-reduce), on top of any gradient accumulation: the same weights every replica would hold.
+
+Callbacks: the batch hooks of the callbacks given to ``fit``/``evaluate``/``predict`` see
+per-replica step numbers; with ``set_asynchronous_callbacks(True)`` they are called for every
+step of an execution, after it (the SDK calls them during it, from the outfeed), each with the
+execution's logs; without, once per execution.
+
 Emulator notes: Keras feeds the data itself (no IPU infeed is created), so the infeed and
 outfeed options are validated and kept but change nothing on the CPU; ``jit_compile`` is
 always off, for the reasons given in ``ipu_strategy``.
@@ -103,6 +115,7 @@ class KerasExtensions(pipelining.PipeliningExtensions):
                       "Consider increasing the value for the `steps_per_execution` argument "
                       "passed to the `compile()` method to improve performance.", self.name)
         self.__dict__["_ipu_accumulating"] = None
+        self.__dict__["_ipu_compiled_steps"] = steps_per_execution or 1
         return super().compile(optimizer=optimizer, loss=loss, metrics=metrics,
                                loss_weights=loss_weights, weighted_metrics=weighted_metrics,
                                run_eagerly=False, steps_per_execution=steps_per_execution,
@@ -111,34 +124,57 @@ class KerasExtensions(pipelining.PipeliningExtensions):
     def fit(self, x=None, y=None, batch_size=None, epochs=1, *args, steps_per_epoch=None,
             **kwargs):
         plan = self._ipu_prepare(x, y, batch_size, steps_per_epoch, training=True)
-        with _steps_per_execution(self, plan.steps_per_execution):
-            return super().fit(x, y, batch_size, epochs, *args, steps_per_epoch=steps_per_epoch,
-                               **kwargs)
+        replicas = plan.replicas
+        self._ipu_wrap_callbacks(kwargs, replicas)
+        with _steps_per_execution(self, plan.steps_per_execution * replicas):
+            return super().fit(x, y, batch_size, epochs, *args,
+                               steps_per_epoch=_times(steps_per_epoch, replicas), **kwargs)
 
     def evaluate(self, x=None, y=None, batch_size=None, *args, steps=None, **kwargs):
         plan = self._ipu_prepare(x, y, batch_size, steps, training=False)
-        with _steps_per_execution(self, plan.steps_per_execution):
-            return super().evaluate(x, y, batch_size, *args, steps=steps, **kwargs)
+        self._ipu_wrap_callbacks(kwargs, plan.replicas)
+        with _steps_per_execution(self, plan.steps_per_execution * plan.replicas):
+            return super().evaluate(x, y, batch_size, *args, steps=_times(steps, plan.replicas),
+                                    **kwargs)
 
     def predict(self, x, batch_size=None, *args, steps=None, **kwargs):
         plan = self._ipu_prepare(x, None, batch_size, steps, training=False)
-        with _steps_per_execution(self, plan.steps_per_execution):
-            return super().predict(x, batch_size, *args, steps=steps, **kwargs)
+        self._ipu_wrap_callbacks(kwargs, plan.replicas)
+        with _steps_per_execution(self, plan.steps_per_execution * plan.replicas):
+            return super().predict(x, batch_size, *args, steps=_times(steps, plan.replicas),
+                                   **kwargs)
+
+    def _ipu_wrap_callbacks(self, kwargs, replicas):
+        per_step = self._ipu_options()["asynchronous_callbacks"]
+        callbacks = kwargs.get("callbacks")
+        if callbacks is None or (replicas == 1 and not per_step):
+            return
+        if isinstance(callbacks, tf.keras.callbacks.CallbackList):
+            return
+        kwargs["callbacks"] = [
+            c if isinstance(c, _KERAS_OWN_CALLBACKS) else _StepCallback(c, replicas, per_step)
+            for c in callbacks]
 
     def _ipu_prepare(self, x, y, batch_size, steps, training):
         if self.run_eagerly:
             raise RuntimeError(_RUN_EAGERLY_MESSAGE)
-        requested = self._ipu_steps_per_execution()
-        plan = data_adapter.plan_execution(x, y, batch_size, steps, requested)
+        # What compile asked for (a call under way, e.g. fit's, may have changed Keras's).
+        requested = self.__dict__.get("_ipu_compiled_steps") or self._ipu_steps_per_execution()
+        replicas = self._ipu_replication_factor()
+        plan = data_adapter.plan_execution(x, y, batch_size, steps, requested, replicas)
+        plan = _Plan(plan.steps_per_execution, plan.batch_bytes, replicas)
         self.__dict__["_ipu_batch_bytes"] = plan.batch_bytes
+        self.__dict__["_ipu_replicas"] = replicas
         # A pipelined model accumulates its gradients over the pipeline's micro-batches.
         pipeline = self._ipu_pipeline_plan(plan.steps_per_execution, training)
         self.__dict__.setdefault("_ipu_pipeline_plans", {})[training] = pipeline
         if pipeline is not None:
             if training:
-                self._ipu_install_accumulation(pipeline.accumulation, pipeline.mean)
+                self._ipu_install_accumulation(pipeline.accumulation, pipeline.mean, replicas)
             return plan
         accumulation = self._ipu_options()["gradient_accumulation_steps_per_replica"]
+        if training and replicas > 1 and not (accumulation and accumulation > 1):
+            self._ipu_install_accumulation(1, replicas=replicas)
         if training and accumulation and accumulation > 1:
             if plan.steps_per_execution % accumulation:
                 raise RuntimeError(
@@ -149,7 +185,7 @@ class KerasExtensions(pipelining.PipeliningExtensions):
                     "sure that `steps_per_execution` is divisible by "
                     "`gradient_accumulation_steps_per_replica`.".format(
                         plan.steps_per_execution, accumulation))
-            self._ipu_install_accumulation(accumulation)
+            self._ipu_install_accumulation(accumulation, replicas=replicas)
         return plan
 
     def _ipu_steps_per_execution(self):
@@ -158,16 +194,19 @@ class KerasExtensions(pipelining.PipeliningExtensions):
 
     # -- gradient accumulation -----------------------------------------------------------
 
-    def _ipu_install_accumulation(self, steps, mean=None):
+    def _ipu_install_accumulation(self, steps, mean=None, replicas=1):
+        """Update the weights once per ``steps`` batches of each of ``replicas`` replicas,
+        with the replicas' gradients added up (their all-reduce)."""
         if mean is None:
             options = self._ipu_options()
             mean = (options["gradient_accumulation_reduction_method"] != "sum"
                     or bool(options["experimental_normalize_gradients"]))
         current = self.__dict__.get("_ipu_accumulating")
         if (current is not None and current.steps == steps and current.mean == mean
-                and current.optimizer is self.optimizer):
+                and current.replicas == replicas and current.optimizer is self.optimizer):
             return
-        self.__dict__["_ipu_accumulating"] = _GradientAccumulation(self.optimizer, steps, mean)
+        self.__dict__["_ipu_accumulating"] = _GradientAccumulation(self.optimizer, steps, mean,
+                                                                   replicas)
         # Keras must rebuild its train function around the accumulating optimizer.
         self.train_function = None
 
@@ -188,6 +227,101 @@ class KerasExtensions(pipelining.PipeliningExtensions):
         recorded = _RecordedExecution(self, function, training=attribute == "train_function")
         setattr(self, attribute, recorded)
         return recorded
+
+
+class _Plan:
+    """``data_adapter.ExecutionPlan`` (per replica) and the replication factor."""
+
+    def __init__(self, steps_per_execution, batch_bytes, replicas):
+        self.steps_per_execution, self.batch_bytes = steps_per_execution, batch_bytes
+        self.replicas = replicas
+
+
+def _times(steps, replicas):
+    return None if steps is None else steps * replicas
+
+
+# Keras adds these itself and finds them by type: they are never wrapped.
+_KERAS_OWN_CALLBACKS = (tf.keras.callbacks.History, tf.keras.callbacks.ProgbarLogger)
+
+
+class _StepCallback(tf.keras.callbacks.Callback):
+    """A user's callback seen through the IPU's steps: Keras calls the batch hooks once per
+    execution with its own step numbers (over all replicas' batches); the callback gets
+    per-replica step numbers, and with ``per_step`` one call per step of the execution (the
+    SDK's asynchronous callbacks), each with the execution's logs."""
+
+    def __init__(self, callback, replicas, per_step):
+        super().__init__()
+        self.callback, self._replicas, self._per_step = callback, replicas, per_step
+        self._first = {}
+        self._supports_tf_logs = getattr(callback, "_supports_tf_logs", False)
+
+    def set_model(self, model):
+        super().set_model(model)
+        self.callback.set_model(model)
+
+    def set_params(self, params):
+        super().set_params(params)
+        self.callback.set_params(params)
+
+    def _begin(self, mode, batch, logs=None):
+        self._first[mode] = batch
+
+    def _end(self, mode, batch, logs=None):
+        first = self._first.pop(mode, batch) // self._replicas
+        last = max(first, (batch + 1) // self._replicas - 1)
+        begin = getattr(self.callback, "on_{}_batch_begin".format(mode))
+        end = getattr(self.callback, "on_{}_batch_end".format(mode))
+        if not self._per_step:
+            begin(first)
+            end(last, logs)
+            return
+        for step in range(first, last + 1):
+            begin(step)
+            end(step, logs)
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._begin("train", batch, logs)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._end("train", batch, logs)
+
+    def on_test_batch_begin(self, batch, logs=None):
+        self._begin("test", batch, logs)
+
+    def on_test_batch_end(self, batch, logs=None):
+        self._end("test", batch, logs)
+
+    def on_predict_batch_begin(self, batch, logs=None):
+        self._begin("predict", batch, logs)
+
+    def on_predict_batch_end(self, batch, logs=None):
+        self._end("predict", batch, logs)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.callback.on_epoch_begin(epoch, logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.callback.on_epoch_end(epoch, logs)
+
+    def on_train_begin(self, logs=None):
+        self.callback.on_train_begin(logs)
+
+    def on_train_end(self, logs=None):
+        self.callback.on_train_end(logs)
+
+    def on_test_begin(self, logs=None):
+        self.callback.on_test_begin(logs)
+
+    def on_test_end(self, logs=None):
+        self.callback.on_test_end(logs)
+
+    def on_predict_begin(self, logs=None):
+        self.callback.on_predict_begin(logs)
+
+    def on_predict_end(self, logs=None):
+        self.callback.on_predict_end(logs)
 
 
 def _reject_keys(kwargs, keys, argument, reason):
@@ -224,12 +358,17 @@ class _RecordedExecution:
 
     def __call__(self, iterator):
         model = self._model
-        steps = model._ipu_steps_per_execution()  # pylint: disable=protected-access
+        replicas = model.__dict__.get("_ipu_replicas", 1)
+        # Keras runs all the replicas' batches: one replica's share is the engine run's loop.
+        steps = model._ipu_steps_per_execution() // replicas  # pylint: disable=protected-access
         info = tf2_programs.program_info(self._function, (iterator,), {}, key="keras")
         batch_bytes = model.__dict__.get("_ipu_batch_bytes", 0)
         pipeline = model.__dict__.get("_ipu_pipeline_plans", {}).get(self._training)
         stage_fields = (keras_stages.run_fields(model, self._function, (iterator,), pipeline,
                                            batch_bytes) if pipeline is not None else None)
+        if replicas > 1:
+            stage_fields = _with_replicas(stage_fields, replicas,
+                                          _all_reduce_bytes(model) if self._training else 0)
         return tf2_programs.execute(
             info, self._function, (iterator,), iterations=steps, infeed_bytes=batch_bytes,
             outfeed_bytes=None, stage_fields=stage_fields)
@@ -238,15 +377,30 @@ class _RecordedExecution:
         return getattr(self._function, name)
 
 
+def _with_replicas(fields, replicas, all_reduce_bytes):
+    def with_replicas():
+        found = dict(fields()) if fields is not None else {}
+        found.update(replicas=replicas, all_reduce_bytes=all_reduce_bytes)
+        return found
+    return with_replicas
+
+
+def _all_reduce_bytes(model):
+    """What one replica all-reduces per weight update: the gradients of its trainable weights."""
+    return sum(int(v.shape.num_elements()) * v.dtype.size for v in model.trainable_variables)
+
+
 class _GradientAccumulation:
     """Wraps ``optimizer.apply_gradients``: add each step's gradients to accumulators and
     apply their sum (or mean) once every ``steps`` calls, as ``GradientAccumulationOptimizerV2``
-    does for the SDK's Keras."""
+    does for the SDK's Keras.  With ``replicas`` > 1 the replicas' batches come one after the
+    other: the update waits for ``steps`` of each, and adds the replicas' sums (or means)."""
 
-    def __init__(self, optimizer, steps, mean):
+    def __init__(self, optimizer, steps, mean, replicas=1):
         self.optimizer = optimizer
         self.steps = steps
         self.mean = mean
+        self.replicas = replicas
         self._apply = optimizer.__dict__.get("_ipu_original_apply", optimizer.apply_gradients)
         optimizer.__dict__["_ipu_original_apply"] = self._apply
         optimizer.apply_gradients = self.apply_gradients
@@ -268,14 +422,14 @@ class _GradientAccumulation:
         count = self._count.assign_add(1)
 
         def apply_accumulated():
-            scale = 1.0 / self.steps if self.mean else 1.0
+            scale = 1.0 / self.steps if self.mean else 1.0   # per replica, then summed
             self._apply([(total * scale, v) for total, (_, v) in zip(self._sums, pairs)],
                         *args, **kwargs)
             for total in self._sums:
                 total.assign(tf.zeros_like(total))
             return tf.constant(True)
 
-        return tf.cond(tf.equal(count % self.steps, 0), apply_accumulated,
+        return tf.cond(tf.equal(count % (self.steps * self.replicas), 0), apply_accumulated,
                        lambda: tf.constant(False))
 
 

@@ -294,6 +294,16 @@ class PipeliningExtensions:
 
     # -- the pipeline one execution runs -------------------------------------------------
 
+    def _ipu_replication_factor(self):
+        """Replicas of this model on the configured device (IPUs over the model's shards)."""
+        layer_stages = self._ipu_layer_stages()
+        if layer_stages is None:
+            return keras_stages.replication_factor()
+        mapping = self._ipu_pipelining_options()["device_mapping"]
+        if mapping is None:
+            mapping = list(range(max(layer_stages.values()) + 1))
+        return keras_stages.replication_factor(list(mapping))
+
     def _ipu_pipeline_plan(self, steps_per_execution, training):
         """The pipeline this model runs for one execution (a ``keras_stages.PipelinePlan``),
         or None if it is not pipelined.  Raises the SDK's errors for a pipeline it would

@@ -782,9 +782,9 @@ def test_estimator_script_runs_through_the_runner(tmp_path):
     """An SDK-style script using tf.estimator.ModeKeys and the IPU estimator imports."""
     result = run_emulator("run", "--tf1", ROOT / "examples" / "tf1_ipu_estimator.py",
                           "--model-dir", tmp_path, "--steps", "40", cwd=tmp_path).check()
-    # 40 training steps in runs of 10, then 1,000 test digits / 32 = 31 batches, evaluated
-    # as 30 steps in runs of 10.
-    assert "ipu_emulator: 7 engine runs, 70 loop iterations" in result.stderr
+    # 40 training steps in runs of 10, then 2,500 test digits / 32 = 78 batches, evaluated
+    # as 70 steps in runs of 10.
+    assert "ipu_emulator: 11 engine runs, 110 loop iterations" in result.stderr
     accuracy = float(result.stdout.split("accuracy ")[1].split()[0])
     assert accuracy > 0.6
 

@@ -61,8 +61,10 @@ def test_pipelined_sequential_model_trains_like_gradient_accumulation(strategy):
         pipelined.set_pipeline_stage_assignment([0, 1])
         pipelined.set_pipelining_options(gradient_accumulation_steps_per_replica=4)
         history = pipelined.fit(dataset(), epochs=3, shuffle=False, verbose=0)
-        accumulated = sequential()
-        accumulated.set_gradient_accumulation_options(gradient_accumulation_steps_per_replica=4)
+        # Not pipelined, the same model fills one IPU: the 2-IPU device holds 2 replicas of it,
+        # whose summed gradients of 2 batches each make the same update from the same 4 batches.
+        accumulated = sequential(steps_per_execution=4)
+        accumulated.set_gradient_accumulation_options(gradient_accumulation_steps_per_replica=2)
         accumulated.fit(dataset(), epochs=3, shuffle=False, verbose=0)
     losses = history.history["loss"]
     assert losses[-1] < losses[0]
@@ -86,11 +88,12 @@ def test_functional_model_built_with_pipeline_stages(strategy):
         before = model.evaluate(dataset(), verbose=0)
         model.fit(dataset(), epochs=2, verbose=0)
         assert model.evaluate(dataset(), verbose=0) < before
-        accumulated = functional()
+        accumulated = functional(steps_per_execution=4)
         accumulated.reset_pipeline_stage_assignment()  # a plain model again
         assert [a.pipeline_stage for a in accumulated.get_pipeline_stage_assignment()] == [
             None, None]
-        accumulated.set_gradient_accumulation_options(gradient_accumulation_steps_per_replica=4)
+        # On the 2-IPU device a plain model runs as 2 replicas: 2 batches each per update.
+        accumulated.set_gradient_accumulation_options(gradient_accumulation_steps_per_replica=2)
         accumulated.evaluate(dataset(), verbose=0)
         accumulated.fit(dataset(), epochs=2, verbose=0)
     for mine, theirs in zip(model.get_weights(), accumulated.get_weights()):
