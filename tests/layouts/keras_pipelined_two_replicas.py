@@ -11,8 +11,8 @@ count, asynchronous callbacks, ``fit`` and ``evaluate`` with ``batch_size``.
     --epochs N     training epochs (default 2)
 
 Callbacks: a custom one that evaluates the model on a few test batches at the end of every
-epoch, one that renders the first layer's weights as 28x28 "filters" into a PNG-like array and
-counts them, and Keras's own ``CSVLogger``. It ends with the line
+epoch, one that renders the convolution's 3x3 filters every 8 steps and saves the last
+rendering as ``filters.png`` (matplotlib), and Keras's own ``CSVLogger``. It ends with the line
 ``Finished: loss {first} -> {last}, test accuracy {acc}, steps per execution {train}/{test}``.
 """
 import argparse
@@ -56,19 +56,21 @@ y_test = y_test[:test_steps * batch_size * num_replicas]
 
 def sequential_model():
     model = keras.Sequential([
-        keras.layers.Flatten(input_shape=(28, 28)),
-        keras.layers.Dense(32, activation="relu"),
+        keras.layers.Reshape((28, 28, 1), input_shape=(28, 28)),
+        keras.layers.Conv2D(8, 3, strides=2, activation="relu"),
+        keras.layers.Flatten(),
         keras.layers.Dense(32, activation="relu"),
         keras.layers.Dense(10, activation="softmax")])
-    model.set_pipeline_stage_assignment([0, 0, 1, 1])
+    model.set_pipeline_stage_assignment([0, 0, 0, 1, 1])
     return model
 
 
 def functional_model():
     inputs = keras.Input(shape=(28, 28))
     with ipu.keras.PipelineStage(0):
-        x = keras.layers.Flatten()(inputs)
-        x = keras.layers.Dense(32, activation="relu")(x)
+        x = keras.layers.Reshape((28, 28, 1))(inputs)
+        x = keras.layers.Conv2D(8, 3, strides=2, activation="relu")(x)
+        x = keras.layers.Flatten()(x)
     with ipu.keras.PipelineStage(1):
         x = keras.layers.Dense(32, activation="relu")(x)
         outputs = keras.layers.Dense(10, activation="softmax")(x)
@@ -89,21 +91,27 @@ class EvaluateEveryEpoch(keras.callbacks.Callback):
 
 
 class RenderFilters(keras.callbacks.Callback):
-    """Renders the first dense layer's weights as 28x28 images, tiled into one picture."""
+    """Renders the convolution's filters side by side, every few steps; saves the last."""
 
-    def __init__(self, every_n_batches):
+    def __init__(self, every_n_batches, path):
         super().__init__()
-        self.every_n_batches, self.pictures = every_n_batches, []
+        self.every_n_batches, self.path, self.pictures = every_n_batches, path, []
 
     def on_train_batch_end(self, batch, logs=None):
         if batch % self.every_n_batches:
             return
-        dense = [layer for layer in self.model.layers if isinstance(layer, keras.layers.Dense)][0]
-        kernel = dense.get_weights()[0]                     # (784, units)
-        filters = kernel.T.reshape(-1, 28, 28)
+        conv = [layer for layer in self.model.layers if isinstance(layer, keras.layers.Conv2D)][0]
+        kernel = conv.get_weights()[0]                      # (3, 3, 1, filters)
+        filters = np.transpose(kernel[:, :, 0, :], (2, 0, 1))
         low, high = filters.min(), filters.max()
         tiles = ((filters - low) / (high - low + 1e-9) * 255).astype(np.uint8)
-        self.pictures.append(np.concatenate(list(tiles[:8]), axis=1))   # one 28 x 224 strip
+        self.pictures.append(np.concatenate(list(tiles), axis=1))      # one 3 x 24 strip
+
+    def on_train_end(self, logs=None):
+        import matplotlib
+        matplotlib.use("Agg")
+        from matplotlib import pyplot as plt
+        plt.imsave(self.path, self.pictures[-1], cmap="gray")
 
 
 config = ipu.config.IPUConfig()
@@ -123,7 +131,7 @@ with strategy.scope():
     print("Training: {} steps per execution per replica".format(train_steps))
     evaluate_callback = EvaluateEveryEpoch(x_test[:batch_size * num_replicas * 8],
                                            y_test[:batch_size * num_replicas * 8])
-    filters_callback = RenderFilters(every_n_batches=8)
+    filters_callback = RenderFilters(every_n_batches=8, path="filters.png")
     history = model.fit(x_train, y_train, epochs=args.epochs, batch_size=batch_size, verbose=2,
                         callbacks=[evaluate_callback, filters_callback,
                                    keras.callbacks.CSVLogger("training_log.csv")])
