@@ -11,7 +11,7 @@ convention, and registers the program so each ``sess.run`` is recorded as an eng
 import tensorflow as tf
 from tensorflow.python.util import nest
 
-from ipu_emulator.runtime import programs, replication, shards, variable_creations
+from ipu_emulator.runtime import float16, programs, replication, shards, variable_creations
 from . import scopes
 
 _NOT_PLACED_MESSAGE = (
@@ -65,6 +65,8 @@ def _build_program(computation, packed_inputs, flat_inputs, ordinal):
                 outputs = replicated.finish_program(lambda: computation(*packed_inputs), outputs)
     program.new_ops = graph.get_operations()[first_new_op:]
     shards.settle_gradient_tags(program.new_ops)  # colocated gradients: tag where they run
+    # float16 ops computed in float32, rounded to float16 where the IPU stores float16
+    float16.settle_program(program, programs.pipelines_of(program))
 
     if ordinal is None and any(op.type != "NoOp" for op in program.new_ops):
         raise Exception(_NOT_PLACED_MESSAGE)  # pylint: disable=broad-exception-raised

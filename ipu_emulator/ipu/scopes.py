@@ -15,7 +15,7 @@ import threading
 
 import tensorflow as tf
 
-from ipu_emulator.runtime import shards
+from ipu_emulator.runtime import float16, shards
 
 _state = threading.local()
 
@@ -93,3 +93,26 @@ def ipu_shard(index):
     with shards.shard_context(indices), graph._attr_scope(  # pylint: disable=protected-access
             {shards.SHARDING_ATTR: shards.sharding_attr(indices)}):
         yield
+
+
+@contextlib.contextmanager
+def stochastic_rounding(override):
+    """Stochastic rounding on (``True``) or off (``False``) for the ops created in this
+    context, whatever ``floating_point_behaviour.esr`` says for the rest of the program.
+    The emulator rounds those ops' float16 results as the IPU would (runtime/float16.py)."""
+    from tensorflow.core.framework import attr_value_pb2
+    graph = tf.compat.v1.get_default_graph()
+    with graph._attr_scope({  # pylint: disable=protected-access
+            float16.STOCHASTIC_ROUNDING_ATTR: attr_value_pb2.AttrValue(b=bool(override))}):
+        yield
+
+
+@contextlib.contextmanager
+def partials_type(override_type):
+    """The type of the partial sums of the convolutions and matmuls created in this context
+    (``np.float16`` or ``np.float32``).  The emulator accepts both and always accumulates in
+    float32, as the IPU does with float32 partials (see docs/fidelity.md)."""
+    import numpy as np
+    if override_type not in [np.float16, np.float32]:
+        raise ValueError("Only support float16, float32, provided %s" % override_type)
+    yield

@@ -15,6 +15,7 @@
 ``session_run``           every ``Session.run`` of a compiled program becomes one engine run
 ``model_parallel``        the cost of each shard or pipeline stage a run records
 ``graph_costs``           per-iteration FLOPs and bytes read off the TensorFlow graph
+``float16``               float16 ops computed in float32, rounded to float16 as the IPU stores them
 ``device_types``          which tensor types may live on the IPU
 ``feed_messages``         the SDK's feed messages and checks, shared by every raiser
 ``tf2_feeds``             TF2 feeds: infeeds as iterators, outfeeds as host buffers

@@ -20,6 +20,8 @@ import tensorflow as tf
 from ipu_emulator.record import ComputeCost
 from ipu_emulator.sim import hardware
 
+from . import float16
+
 _FREE_OPS = {
     "Const", "Identity", "IdentityN", "NoOp", "Placeholder", "Enter", "Exit", "Switch", "Merge",
     "NextIteration", "LoopCond", "Reshape", "Shape", "ShapeN", "Size", "Rank", "Squeeze",
@@ -47,9 +49,12 @@ def _elements(tensor) -> int:
 
 def tensor_bytes(tensor) -> int:
     """Bytes of a tensor's value (0 when its shape is not fully known, or for a handle,
-    variant or string, whose type has no size)."""
+    variant or string, whose type has no size).  A float32 result of an op that computes a
+    float16 op in float32 (runtime/float16.py) counts at float16's two bytes."""
     if tensor.dtype in (tf.resource, tf.variant, tf.string):
         return 0
+    if tensor.dtype == tf.float32 and float16.is_marked(tensor.op):
+        return _elements(tensor) * 2
     return _elements(tensor) * tensor.dtype.size
 
 
@@ -69,7 +74,7 @@ def _handle_bytes(handle) -> Optional[int]:
 
 def op_flops(op) -> float:
     kind = op.type
-    if kind in _FREE_OPS:
+    if kind in _FREE_OPS or float16.is_rounding(op):
         return 0.0
     if kind in ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"):
         a = op.inputs[0].shape
@@ -133,7 +138,8 @@ def _updated_variable_bytes(op) -> int:
 
 
 def phase_of(op) -> str:
-    if op.type.startswith(("ResourceApply", "Apply", "ResourceSparseApply")):
+    if op.type.startswith(("ResourceApply", "Apply", "ResourceSparseApply")) or (
+            float16.is_weight_update(op)):
         return "weight_update"
     parts = op.name.split("/")
     if any(part == "gradients" or part.startswith("gradients_") for part in parts):
@@ -174,7 +180,7 @@ _VARIABLE_WRITERS = frozenset({"AssignVariableOp", "Assign"})
 def updates_a_variable(op) -> bool:
     """An optimizer kernel, an in-place accumulation, or an add whose sum is written back to
     a variable (a gradient accumulator): work done once per variable."""
-    if op.type.startswith(_VARIABLE_UPDATE_PREFIXES):
+    if op.type.startswith(_VARIABLE_UPDATE_PREFIXES) or float16.is_weight_update(op):
         return True
     return op.type in ("Add", "AddV2") and any(
         consumer.type in _VARIABLE_WRITERS for out in op.outputs for consumer in out.consumers())

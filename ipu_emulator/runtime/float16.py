@@ -1,0 +1,342 @@
+"""Float16 programs computed in float32, rounded to float16 where the IPU stores float16.
+
+The IPU computes in float16 natively, and faster than in float32; stock TensorFlow's CPU
+kernels for float16 are many times slower than for float32 (a ResNet-8 step: about 8x).  So
+once ``ipu_compiler.compile`` has built a program (forward pass, gradients, optimizer and
+loops), ``compute_in_float32`` rewrites each of its stateless ops that computes in float16
+into: its float16 inputs cast to float32, the same op in float32, and each float16 result
+cast back to float16.  Every tensor the program's other ops see is still float16 and holds
+exactly a float16 value, so what float16 does to a model survives: a result past 65504 is
+inf, one below the smallest subnormal (about 6e-8) is 0, a gradient too small for float16
+vanishes unless the loss is scaled, and a weight update smaller than half a float16 step is
+lost.  Inside one op the arithmetic is float32, as on the IPU with its default float32
+partials (the Poplar option ``partialsType``).
+
+Left as they are: casts, ops that only move data (reshape, slice, concatenate...), simple
+element-wise ops whose float16 kernels are fast and exact (``_FAST_IN_FLOAT16``), and stateful
+ops (variable reads and writes, optimizer kernels on float16 variables, feeds) but for plain
+SGD on a float16 variable, so that its update can be rounded stochastically.
+
+Each op the rewrite makes carries the attribute ``_ipu_emulator_float16``: the cost model
+(graph_costs.tensor_bytes) counts its float32 results at float16's two bytes, so the
+simulated IPU time is that of the float16 program.
+"""
+import contextlib
+import threading
+
+import tensorflow as tf
+from tensorflow.core.framework import attr_value_pb2, types_pb2
+
+from . import ipu_backend
+
+MARK_ATTR = "_ipu_emulator_float16"
+# The rewrite's own helpers (stochastic rounding's arithmetic, a weight update's reads and
+# casts): free for the cost model, as the IPU rounds in the same instruction.
+ROUNDING_ATTR = "_ipu_emulator_rounding"
+# The subtraction of a float16 variable's rewritten SGD update: the cost model's
+# weight-update kernel.
+WEIGHT_UPDATE_ATTR = "_ipu_emulator_weight_update"
+
+# Ops that only move or re-label data: exact in float16 and as fast, so not worth two casts.
+_DATA_MOVEMENT = frozenset({
+    "Cast", "Const", "Identity", "IdentityN", "Placeholder", "PlaceholderWithDefault",
+    "Enter", "Exit", "Switch", "Merge", "NextIteration", "RefEnter", "RefSwitch",
+    "Reshape", "Squeeze", "ExpandDims", "Transpose", "ConcatV2", "Concat", "Pack", "Unpack",
+    "StridedSlice", "Slice", "Split", "SplitV", "Tile", "Fill", "ZerosLike", "OnesLike",
+    "Shape", "ShapeN", "Size", "Rank", "StopGradient", "PreventGradient", "Snapshot",
+    "GatherV2", "Gather", "Pad", "PadV2", "MirrorPad", "Reverse", "ReverseV2",
+    "BroadcastTo", "EnsureShape", "CheckNumerics", "Bitcast", "StridedSliceGrad",
+    "DynamicStitch", "ParallelDynamicStitch", "Select", "SelectV2", "OneHot",
+})
+
+# Element-wise ops whose TensorFlow float16 kernels are as fast as float32 ones (often
+# faster: half the bytes) and already exact: each element is computed in float32 and
+# rounded to float16, as here.  Casting around them would only cost time.  (Reductions are
+# not among them: TensorFlow's CPU kernels accumulate float16 sums in float16, where the
+# IPU accumulates in float32.)
+_FAST_IN_FLOAT16 = frozenset({
+    "Relu", "ReluGrad", "Relu6", "Relu6Grad", "Add", "AddV2", "Sub", "Mul", "Neg",
+    "Maximum", "Minimum", "Square", "Abs", "Sign", "BiasAdd", "Greater", "GreaterEqual",
+    "Less", "LessEqual", "Equal", "NotEqual",
+})
+
+_state = threading.local()
+
+
+@contextlib.contextmanager
+def disabled():
+    """Build programs with TensorFlow's own float16 kernels (the benchmark's comparison)."""
+    previous = getattr(_state, "disabled", False)
+    _state.disabled = True
+    try:
+        yield
+    finally:
+        _state.disabled = previous
+
+
+_REWRITTEN_GRAPH = "_ipu_emulator_float16_rewritten"
+
+
+def _flag(op, name) -> bool:
+    if not getattr(op.graph, _REWRITTEN_GRAPH, False):
+        return False  # the common case, without asking the op
+    try:
+        return bool(op.get_attr(name))
+    except ValueError:
+        return False
+
+
+def is_marked(op) -> bool:
+    """True for an op the rewrite made (its float32 results stand for float16 ones)."""
+    return _flag(op, MARK_ATTR)
+
+
+def is_rounding(op) -> bool:
+    """True for a helper of the rewrite's rounding, which costs nothing on an IPU."""
+    return _flag(op, ROUNDING_ATTR)
+
+
+def is_weight_update(op) -> bool:
+    """True for the arithmetic of a float16 variable's rewritten weight update."""
+    return _flag(op, WEIGHT_UPDATE_ATTR)
+
+
+def _with_flag(attrs, name):
+    return dict(attrs, **{name: attr_value_pb2.AttrValue(b=True)})
+
+
+def _half_attrs(op):
+    """Names of the op's type attributes set to float16 (``T``, list types too)."""
+    names = []
+    for name, value in op.node_def.attr.items():
+        if value.type == types_pb2.DT_HALF or types_pb2.DT_HALF in value.list.type:
+            names.append(name)
+    return names
+
+
+def _rewritable(op, stochastic) -> bool:
+    """Whether ``op`` computes in float16 and is to be computed in float32 (``stochastic``:
+    its results are rounded stochastically, which TensorFlow's own kernels cannot do)."""
+    if not (any(t.dtype == tf.float16 for t in op.inputs)
+            or any(t.dtype == tf.float16 for t in op.outputs)):
+        return False  # most ops of most programs: asked cheaply, first
+    if op.type in _DATA_MOVEMENT or op.type.startswith("_"):
+        return False
+    if op.type in _FAST_IN_FLOAT16 and not _stochastic_rounding_of(op, stochastic):
+        return False
+    if op.op_def is None or op.op_def.is_stateful:
+        return False
+    if any(t.dtype in (tf.resource, tf.variant, tf.string) or t.dtype._is_ref_dtype  # pylint: disable=protected-access
+           for t in list(op.inputs) + list(op.outputs)):
+        return False
+    return bool(_half_attrs(op))
+
+
+def _float_attrs(op):
+    attrs = {}
+    for name, value in op.node_def.attr.items():
+        new = attr_value_pb2.AttrValue()
+        new.CopyFrom(value)
+        if new.type == types_pb2.DT_HALF:
+            new.type = types_pb2.DT_FLOAT
+        if types_pb2.DT_HALF in new.list.type:
+            types = [types_pb2.DT_FLOAT if t == types_pb2.DT_HALF else t
+                     for t in new.list.type]
+            del new.list.type[:]
+            new.list.type.extend(types)
+        attrs[name] = new
+    attrs[MARK_ATTR] = attr_value_pb2.AttrValue(b=True)
+    return attrs
+
+
+def _private_attrs(op):
+    """The op's placement attributes (sharding, XLA scope, colocation) for its new ops."""
+    attrs = {name: value for name, value in op.node_def.attr.items()
+             if name.startswith("_") and not name.startswith("_ipu_emulator_")}
+    attrs[MARK_ATTR] = attr_value_pb2.AttrValue(b=True)
+    return attrs
+
+
+def _cast(graph, tensor, dtype, name, attrs):
+    op = graph.create_op(
+        "Cast", [tensor], [dtype], name=name,
+        attrs=dict(attrs, SrcT=attr_value_pb2.AttrValue(type=tensor.dtype.as_datatype_enum),
+                   DstT=attr_value_pb2.AttrValue(type=dtype.as_datatype_enum),
+                   Truncate=attr_value_pb2.AttrValue(b=False)))
+    return op.outputs[0]
+
+
+def _float32_inputs(op, casts):
+    """``op``'s inputs with each float16 one cast to float32: one cast per tensor, shared
+    by the rewritten ops that read it in the same loop, on the same device and shard."""
+    graph = op.graph
+    placement = _private_attrs(op)
+    inputs = []
+    for i, tensor in enumerate(op.inputs):
+        if tensor.dtype != tf.float16:
+            inputs.append(tensor)
+            continue
+        key = (tensor.name, id(op._get_control_flow_context()), op.device,  # pylint: disable=protected-access
+               str(placement.get("_XlaSharding", "")))
+        if key not in casts:
+            casts[key] = _cast(graph, tensor, tf.float32, op.name + "/f32_in_%d" % i,
+                               placement)
+        inputs.append(casts[key])
+    return inputs
+
+
+def _rewrite(op, inputs, rounding):
+    """Build ``op`` again in float32 beside it and move its consumers to the new results."""
+    graph = op.graph
+    placement = _private_attrs(op)
+    dtypes = [tf.float32 if t.dtype == tf.float16 else t.dtype for t in op.outputs]
+    attrs = _float_attrs(op)
+    new_op = graph.create_op(op.type, inputs, dtypes, name=op.name + "/f32",
+                             attrs=attrs, op_def=op.op_def)
+    results = []
+    for i, (old, new) in enumerate(zip(op.outputs, new_op.outputs)):
+        if old.dtype == tf.float16:
+            new = rounding(graph, new, op.name + "/f16_out_%d" % i, placement)
+        results.append(new)
+    for old, new in zip(op.outputs, results):
+        for consumer in list(old.consumers()):
+            for index, tensor in enumerate(consumer.inputs):
+                if tensor is old:
+                    consumer._update_input(index, new)  # pylint: disable=protected-access
+    for dependent in list(op._control_outputs):  # pylint: disable=protected-access
+        kept = [c for c in dependent.control_inputs if c is not op]
+        dependent._remove_all_control_inputs()  # pylint: disable=protected-access
+        dependent._add_control_inputs(kept + [r.op for r in results])  # pylint: disable=protected-access
+
+
+def round_to_nearest(graph, tensor, name, attrs):
+    """float32 -> float16, to nearest (ties to even): what the IPU does by default."""
+    return _cast(graph, tensor, tf.float16, name, attrs)
+
+
+def stochastic_round(graph, tensor, name, attrs):
+    """float32 -> float16 rounded stochastically: up with probability equal to the distance
+    from the float16 value below, in float16 steps, so the rounding is unbiased on average
+    (``floating_point_behaviour.esr``).  Normal float16 values keep 10 of float32's 23
+    mantissa bits: a random 13-bit integer is added to the dropped bits before they are
+    cut; subnormal values (below 2**-14) round at the 2**-24 step the same way."""
+    with graph._attr_scope(_with_flag(attrs, ROUNDING_ATTR)), tf.name_scope(name):  # pylint: disable=protected-access
+        # A counter-based generator (many times faster on the CPU than TensorFlow's
+        # stateful one), keyed by a fresh stateful seed at each run: runs differ, and a
+        # graph seed (--seed) repeats them.
+        seed = tf.random.uniform([2], 0, 2 ** 31 - 1, dtype=tf.int32)
+        noise = tf.random.stateless_uniform(tf.shape(tensor), seed=seed, minval=None,
+                                            maxval=None, dtype=tf.int32)
+        rounded = _stochastic_round_values(tensor, noise)
+        return _cast(graph, rounded, tf.float16, "round", attrs)
+
+
+def _stochastic_round_values(tensor, random_bits):
+    """``tensor`` (float32) rounded stochastically to float16 values, still float32."""
+    noise = tf.bitwise.bitwise_and(random_bits, 0x1FFF)
+    bits = tf.bitcast(tensor, tf.int32)
+    # inf keeps its bits (the noise is cut off again) and nan stays a nan.
+    normal = tf.bitcast(tf.bitwise.bitwise_and(bits + noise, ~0x1FFF), tf.float32)
+    magnitude = tf.abs(tensor)
+    fraction = tf.cast(noise, tf.float32) * 2.0 ** -13  # uniform in [0, 1)
+    subnormal = tf.sign(tensor) * tf.floor(magnitude * 2.0 ** 24 + fraction) * 2.0 ** -24
+    return tf.where(magnitude < 2.0 ** -14, subnormal, normal)
+
+
+STOCHASTIC_ROUNDING_ATTR = "_ipu_emulator_stochastic_rounding"
+
+
+def _stochastic_rounding_of(op, default):
+    """``scopes.stochastic_rounding(override)`` around an op overrides the system's esr."""
+    try:
+        return bool(op.get_attr(STOCHASTIC_ROUNDING_ATTR))
+    except ValueError:
+        return default
+
+
+def _sgd_on_float16(op) -> bool:
+    return (op.type == "ResourceApplyGradientDescent"
+            and op.get_attr("T") == tf.float16)
+
+
+def _rewrite_sgd(op, _, rounding):
+    """``var -= alpha * delta`` on a float16 variable, in float32, the result rounded to
+    float16 as the IPU's weight update does (stochastically when esr is on)."""
+    graph = op.graph
+    placement = _private_attrs(op)
+    handle, alpha, delta = op.inputs
+    with tf.name_scope(op.name + "/f32"):
+        with graph._attr_scope(_with_flag(placement, ROUNDING_ATTR)):  # pylint: disable=protected-access
+            value = tf.cast(tf.raw_ops.ReadVariableOp(resource=handle, dtype=tf.float16),
+                            tf.float32)
+            step = tf.cast(alpha, tf.float32) * tf.cast(delta, tf.float32)
+        with graph._attr_scope(_with_flag(placement, WEIGHT_UPDATE_ATTR)):  # pylint: disable=protected-access
+            updated = value - step
+    new_value = rounding(graph, updated, op.name + "/f16_out", placement)
+    with graph._attr_scope(placement):  # pylint: disable=protected-access
+        assign = tf.raw_ops.AssignVariableOp(resource=handle, value=new_value,
+                                             name=op.name + "/assign")
+    for dependent in list(op._control_outputs):  # pylint: disable=protected-access
+        kept = [c for c in dependent.control_inputs if c is not op]
+        dependent._remove_all_control_inputs()  # pylint: disable=protected-access
+        dependent._add_control_inputs(kept + [assign])  # pylint: disable=protected-access
+
+
+def compute_in_float32(ops, rounding=round_to_nearest, stochastic=False):
+    """Rewrite the float16 ops among ``ops`` (a program's, in creation order) to compute in
+    float32 and round their results to float16.  Returns ``[(original op, [ops made])]``;
+    the originals stay in the graph, unused."""
+    if getattr(_state, "disabled", False):
+        return []
+    targets = [op for op in ops if _rewritable(op, stochastic) or _sgd_on_float16(op)]
+    if not targets:
+        return []
+    graph = targets[0].graph
+    setattr(graph, _REWRITTEN_GRAPH, True)
+    made = []
+    casts = {}
+    saved_context = graph._get_control_flow_context()  # pylint: disable=protected-access
+    try:
+        for op in targets:
+            first = len(graph.get_operations())
+            with graph.as_default(), graph.name_scope(None), tf.device(op.device), \
+                    graph.control_dependencies(None):
+                graph._set_control_flow_context(op._get_control_flow_context())  # pylint: disable=protected-access
+                chosen = (stochastic_round if _stochastic_rounding_of(op, stochastic)
+                          else rounding)
+                sgd = _sgd_on_float16(op)
+                inputs = None if sgd else _float32_inputs(op, casts)
+                with graph.control_dependencies(op.control_inputs):
+                    (_rewrite_sgd if sgd else _rewrite)(op, inputs, chosen)
+            made.append((op, graph.get_operations()[first:]))
+    finally:
+        graph._set_control_flow_context(saved_context)  # pylint: disable=protected-access
+    return made
+
+
+def settle_program(program, pipelines=()):
+    """Rewrite a just-built program's float16 ops (``compute_in_float32``) and keep its
+    bookkeeping whole: the originals leave ``program.new_ops`` and the ops made join it,
+    in a pipeline's stage (``pipelines``: the program's ``programs.PipelineBuild``s) and
+    among other replicas' ops as their original was."""
+    options = ipu_backend.applied_options()
+    # esr ON or REPLICA_IDENTICAL_ONLY (replicas here always compute alike).
+    stochastic = options is not None and options.floating_point_behaviour.esr.value != 0
+    rewritten = compute_in_float32(program.new_ops, stochastic=stochastic)
+    if not rewritten:
+        return
+    originals = {op for op, _ in rewritten}
+    for original, made in rewritten:
+        if original in program.other_replica_ops:
+            program.other_replica_ops.update(made)
+        for build in pipelines:
+            stage = build.stage_of_op.get(original.name)
+            if stage is not None:
+                build.stage_of_op.update((op.name, stage) for op in made)
+    program.new_ops = [op for op in program.new_ops if op not in originals] + [
+        op for _, made in rewritten for op in made]
+
+
+__all__ = ["compute_in_float32", "settle_program", "disabled", "is_marked", "is_rounding",
+           "is_weight_update", "round_to_nearest", "stochastic_round", "MARK_ATTR",
+           "ROUNDING_ATTR", "WEIGHT_UPDATE_ATTR", "STOCHASTIC_ROUNDING_ATTR"]

@@ -1,0 +1,265 @@
+"""Float16 programs (runtime/float16.py): computed in float32, rounded to float16 where the
+IPU stores float16, so they run near float32 speed and keep float16's overflow, underflow,
+loss-scaling and stochastic-rounding behaviour (Graphcore's half-precision training
+tutorial; ``IPUConfig.floating_point_behaviour``, ``ipu.scopes.stochastic_rounding`` and
+``ipu.scopes.partials_type`` in the SDK's API reference)."""
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from ipu_emulator.ipu import config, ipu_compiler, loops, scopes
+from ipu_emulator.runtime import float16, programs
+
+IPU = "/device:IPU:0"
+
+
+def compile_on_ipu(computation, inputs=None):
+    with scopes.ipu_scope(IPU):
+        return ipu_compiler.compile(computation, inputs=inputs)
+
+
+def program_of(graph, fetch):
+    return programs.registry(graph).program_by_fetch[fetch.name]
+
+
+def configure(esr=None):
+    cfg = config.IPUConfig()
+    cfg.auto_select_ipus = 1
+    if esr is not None:
+        cfg.floating_point_behaviour.esr = esr
+    cfg.configure_ipu_system()
+
+
+def conv_net(images, kernel, dense):
+    x = tf.nn.relu(tf.nn.conv2d(images, kernel, [1, 1, 1, 1], "SAME"))
+    return tf.matmul(tf.reshape(x, [x.shape[0], -1]), dense)
+
+
+def conv_inputs(dtype):
+    rng = np.random.default_rng(0)
+    return (rng.standard_normal((2, 6, 6, 3)).astype(dtype),
+            rng.standard_normal((3, 3, 3, 4)).astype(dtype),
+            rng.standard_normal((144, 5)).astype(dtype))
+
+
+def test_float16_program_computes_in_float32_and_rounds_to_float16(graph, sess):
+    configure()
+    values = conv_inputs(np.float16)
+    [logits] = compile_on_ipu(conv_net, [tf.constant(v) for v in values])
+    program = program_of(graph, logits)
+    convs = [op for op in program.new_ops if op.type in ("Conv2D", "MatMul")]
+    # What runs is float32, and marked as standing for float16; the float16 originals left.
+    assert [op.get_attr("T") for op in convs] == [tf.float32, tf.float32]
+    assert all(float16.is_marked(op) for op in convs)
+    assert logits.dtype == tf.float16
+    # Each op's result is its float32 result rounded to float16, as on the IPU.
+    as32 = [tf.constant(v.astype(np.float32)) for v in values]
+    x = tf.cast(tf.nn.relu(tf.cast(tf.nn.conv2d(as32[0], as32[1], [1, 1, 1, 1], "SAME"),
+                                   tf.float16)), tf.float32)
+    expected = tf.cast(tf.matmul(tf.reshape(x, [2, -1]), as32[2]), tf.float16)
+    got, want = sess.run([logits, expected])
+    np.testing.assert_array_equal(got, want)
+    # and agrees with TensorFlow's own float16 kernels to float16's precision.
+    with float16.disabled():
+        [native] = compile_on_ipu(conv_net, [tf.constant(v) for v in values])
+    assert any(op.type == "Conv2D" and op.get_attr("T") == tf.float16
+               for op in program_of(graph, native).new_ops)
+    np.testing.assert_allclose(got.astype(np.float32), sess.run(native).astype(np.float32),
+                               rtol=1e-2, atol=1e-2)
+
+
+def test_float16_overflows_to_inf_and_underflows_to_zero(graph, sess):
+    configure()
+
+    def computation(big, tiny, row, column):
+        return big * big, tiny * tiny, tf.matmul(row, column), tf.reduce_sum(big * tiny)
+
+    def inputs(dtype):
+        return [tf.constant(300.0, dtype), tf.constant(1e-4, dtype),
+                tf.ones([1, 512], dtype), tf.fill([512, 1], tf.constant(200.0, dtype))]
+
+    square, underflow, dot, _ = sess.run(compile_on_ipu(computation, inputs(tf.float16)))
+    assert np.isinf(square) and underflow == 0.0
+    # The float32 partial sum (102400) fits; its float16 result does not.
+    assert np.isinf(dot[0, 0])
+    square, underflow, dot, _ = sess.run(compile_on_ipu(computation, inputs(tf.float32)))
+    assert square == 90000.0 and underflow > 0 and dot[0, 0] == 102400.0
+
+
+def test_loss_scaling_keeps_small_float16_gradients(graph, sess):
+    configure()
+    weights = tf.compat.v1.get_variable("w", initializer=tf.ones([8], tf.float16),
+                                        use_resource=True)
+
+    def gradient(scale):
+        def computation():
+            loss = tf.reduce_sum(weights * tf.constant(1e-4, tf.float16)) * tf.constant(
+                1e-4, tf.float16)
+            [grad] = tf.gradients(loss * tf.constant(scale, tf.float16), [weights])
+            return tf.cast(grad, tf.float32) / scale  # unscaled in float32
+        return compile_on_ipu(computation)[0]
+
+    unscaled, scaled = gradient(1.0), gradient(1024.0)
+    sess.run(tf.compat.v1.global_variables_initializer())
+    # d loss / d w = 1e-8, below float16's smallest subnormal (6e-8 / 2): lost unscaled.
+    np.testing.assert_array_equal(sess.run(unscaled), np.zeros(8))
+    np.testing.assert_allclose(sess.run(scaled), np.full(8, 1e-8), rtol=0.01)
+
+
+def sgd_steps(graph, steps=100, learning_rate=1e-4, override=None):
+    """A float16 weight at 1.0, ``steps`` SGD steps each smaller than half a float16 step."""
+    tf.compat.v1.set_random_seed(3)
+    weight = tf.compat.v1.get_variable("weight", initializer=tf.ones([64], tf.float16),
+                                       use_resource=True)
+
+    def body():
+        loss = tf.reduce_sum(weight)
+        optimizer = tf.compat.v1.train.GradientDescentOptimizer(
+            tf.constant(learning_rate, tf.float16))
+        if override is None:
+            return optimizer.minimize(loss)
+        with scopes.stochastic_rounding(override):
+            return optimizer.minimize(loss)
+
+    program = compile_on_ipu(lambda: loops.repeat(steps, body))
+    with tf.compat.v1.Session(graph=graph) as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        sess.run(program)
+        return sess.run(weight).astype(np.float64)
+
+
+def test_round_to_nearest_loses_small_weight_updates(graph):
+    configure()
+    np.testing.assert_array_equal(sgd_steps(graph), np.ones(64))
+
+
+def test_stochastic_rounding_keeps_small_weight_updates_on_average(graph):
+    configure(esr=config.StochasticRoundingBehaviour.ON)
+    weights = sgd_steps(graph)
+    # 100 steps of 1e-4: 0.99 on average (each weight within a few float16 steps of it).
+    assert abs(weights.mean() - 0.99) < 0.001
+    assert np.all(np.abs(weights - 0.99) < 0.01)
+    assert len(np.unique(weights)) > 1
+
+
+def test_stochastic_rounding_scope_overrides_the_configuration(graph):
+    configure(esr=config.StochasticRoundingBehaviour.ON)
+    np.testing.assert_array_equal(sgd_steps(graph, override=False), np.ones(64))
+
+
+def test_stochastic_rounding_scope_turns_it_on_for_its_ops(graph):
+    configure()
+    assert abs(sgd_steps(graph, override=True).mean() - 0.99) < 0.001
+
+
+def test_stochastic_round_is_unbiased_and_keeps_inf_and_nan(graph, sess):
+    tf.compat.v1.set_random_seed(5)
+    exact = np.array([1.0 + 2.0 ** -12, 1e-8, -3.0 - 2.0 ** -11])
+    step = np.array([2.0 ** -10, 2.0 ** -24, 2.0 ** -9])  # float16's steps there
+    count = 20000
+    samples = tf.tile(tf.constant(exact, tf.float32)[None], [count, 1])
+    rounded = float16.stochastic_round(graph, samples, "sr", {})
+    special = float16.stochastic_round(
+        graph, tf.constant([np.inf, -np.inf, np.nan, 65504.0], tf.float32), "special", {})
+    got, edge = sess.run([rounded, special])
+    assert got.dtype == np.float16
+    # Each value rounds to one of its two float16 neighbours, and to its own value on average.
+    assert set(np.unique(got[:, 0])) == {np.float16(1.0), np.float16(1.0 + 2.0 ** -10)}
+    assert set(np.unique(got[:, 1])) == {np.float16(0.0), np.float16(2.0 ** -24)}
+    up = np.abs(exact - np.trunc(exact / step) * step) / step  # chance of rounding away
+    spread = step * np.sqrt(up * (1 - up) / count)  # standard deviation of the mean
+    assert np.all(np.abs(got.astype(np.float64).mean(axis=0) - exact) < 4 * spread)
+    assert np.isposinf(edge[0]) and np.isneginf(edge[1]) and np.isnan(edge[2])
+    assert edge[3] == 65504.0
+
+
+def test_float16_programs_cost_float16_bytes(graph):
+    configure()
+    costs = {}
+    for dtype in (np.float32, np.float16):
+        [logits] = compile_on_ipu(conv_net, [tf.constant(v) for v in conv_inputs(dtype)])
+        costs[dtype] = program_of(graph, logits).cost()
+    assert costs[np.float16].forward_flops == costs[np.float32].forward_flops
+    assert costs[np.float16].bytes_accessed == pytest.approx(
+        costs[np.float32].bytes_accessed / 2, rel=0.01)
+
+
+def test_partials_type_takes_float16_or_float32(graph):
+    for accepted in (np.float16, np.float32):
+        with scopes.partials_type(accepted):
+            tf.constant(1.0)
+    with pytest.raises(ValueError, match=re.escape(
+            "Only support float16, float32, provided <class 'numpy.int32'>")):
+        with scopes.partials_type(np.int32):
+            pass
+
+
+def test_floating_point_and_partials_options_configure(graph):
+    cfg = config.IPUConfig()
+    cfg.auto_select_ipus = 1
+    cfg.floating_point_behaviour.set_all = True
+    cfg.convolutions.poplar_options = {"partialsType": "half"}
+    cfg.matmuls.poplar_options = {"partialsType": "half"}
+    cfg.configure_ipu_system()
+    [result] = compile_on_ipu(lambda a: a * a, [tf.constant(2.0, tf.float16)])
+    with tf.compat.v1.Session(graph=graph) as sess:
+        assert sess.run(result) == 4.0
+
+
+def test_half_precision_tutorial_layout_trains_through_the_runner(tmp_path):
+    """One child: the TF1 layout (float16 model, float32 parameters, loss scaling, the
+    floating-point and float16 partials options configured, then an IPUEstimator in
+    float16).  Stochastic rounding is checked in process, above (it triples the run)."""
+    from tests.support.child_python import ROOT, run_emulator
+    layout = ROOT / "tests" / "layouts" / "half_precision_layout.py"
+    result = run_emulator("run", "--tf1", "--seed", "1", layout, cwd=tmp_path).check()
+    assert "logits dtype: float16 parameters: float32" in result.stdout
+    assert "estimator: global_step 8" in result.stdout
+    first, last = map(float, re.search(r"final: first ([0-9.]+) last ([0-9.]+)",
+                                       result.stdout).groups())
+    assert np.isfinite(first) and last < first
+
+
+def test_float16_pipeline_stages_keep_their_ops(graph):
+    """A float16 model pipelined over two IPUs: the ops made for each stage's float16 ops
+    run in that stage, and training moves the loss."""
+    from ipu_emulator.ipu import ipu_infeed_queue, ipu_outfeed_queue
+    from ipu_emulator.ipu.ops import pipelining_ops
+    cfg = config.IPUConfig()
+    cfg.auto_select_ipus = 2
+    cfg.configure_ipu_system()
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal((64, 3)), rng.standard_normal((64, 1))
+    data = tf.data.Dataset.from_tensor_slices(
+        (x.astype(np.float32), y.astype(np.float32))).repeat().batch(4, drop_remainder=True)
+    infeed, outfeed = ipu_infeed_queue.IPUInfeedQueue(data), ipu_outfeed_queue.IPUOutfeedQueue()
+
+    def stage1(features, labels):
+        w1 = tf.compat.v1.get_variable("w1", [3, 5], tf.float16)
+        return tf.nn.relu(tf.matmul(tf.cast(features, tf.float16), w1)), labels
+
+    def stage2(hidden, labels):
+        w2 = tf.compat.v1.get_variable("w2", [5, 1], tf.float16)
+        error = tf.cast(tf.matmul(hidden, w2), tf.float32) - labels
+        return tf.reduce_mean(tf.square(error))
+
+    def optimizer(loss):
+        return pipelining_ops.OptimizerFunctionOutput(
+            tf.compat.v1.train.GradientDescentOptimizer(0.05), loss)
+
+    op = compile_on_ipu(lambda: pipelining_ops.pipeline(
+        [stage1, stage2], 4, repeat_count=4, infeed_queue=infeed, outfeed_queue=outfeed,
+        optimizer_function=optimizer))
+    [build] = programs.pipelines_of(program_of(graph, op))
+    made = [o for o in program_of(graph, op).new_ops if float16.is_marked(o)]
+    assert made and all(o.name in build.stage_of_op for o in made)
+    assert {build.stage_of_op[o.name] for o in made if o.type == "MatMul"} == {0, 1}
+    dequeue = outfeed.dequeue()
+    with tf.compat.v1.Session(graph=graph) as sess:
+        sess.run([tf.compat.v1.global_variables_initializer(), infeed.initializer])
+        sess.run(op)
+        losses = np.ravel(sess.run(dequeue))
+    assert len(losses) == 16 and np.all(np.isfinite(losses))
+    assert losses[-4:].mean() < losses[:4].mean()
