@@ -20,9 +20,9 @@ state and homes (build/classroom/ or --work, never a class's build/hub-state or 
      1G), so the kernel's memory cgroup kills it (only where the hub enforces the limit: root on
      Linux; otherwise this fault is left out and the numbers say why); learner03's server is
      stopped mid-cell through the hub's REST API (the Hub Control Panel's Stop My Server).
-     Each first saves an edit to the notebook they are in, once their first exercise check is in
-     their progress file, and the fault strikes the next cell still running after
-     STRIKE_AFTER_S (the out-of-memory one, the next cell).  When all have recovered, the hub is
+     Each first saves an edit to the notebook they are in (--strike-in: 01 by default), once
+     their first exercise check is in their progress file, and the fault strikes the next cell
+     still running after STRIKE_AFTER_S (the out-of-memory one, the next cell).  When all have recovered, the hub is
      restarted as Ctrl-C and `make hub` do, while some learner's cell runs: every server stops.
      Every learner whose kernel or server went away does what a learner would: waits for the
      hub, starts their server if it is not running (the hub's Launch Server button), and runs
@@ -37,7 +37,7 @@ state and homes (build/classroom/ or --work, never a class's build/hub-state or 
 Per learner: login time, server start time, seconds per notebook (and its ratio to the same
 notebook run alone), failed cells (with the error name), interruptions (cause, cell, seconds to
 recover), kernel deaths nobody caused, peak memory (and, where the hub enforces a memory limit,
-what the learner's memory cgroup was charged at most since their server last started).  Numbers
+the most the learner's memory cgroup was charged, read after each notebook).  Numbers
 go to build/classroom/numbers.json
 (with --tag, numbers-<tag>.json as well); the exit status is 1 when anything was lost or failed.
 """
@@ -80,7 +80,8 @@ FAULTS = LEARNER_FAULTS + ("hub-restart",)                           # the last:
 OVER_THE_LIMIT = 256 * 2**20
 CELL_TIMEOUT = 600
 # A fault strikes a cell still running this long after it started (notebook 01's training and
-# simulation cells run for longer on this machine; a quicker cell passes it on to the next).
+# simulation cells run for longer on this machine; a quicker cell passes it on to the next);
+# --strike-after changes it (notebook 08's cells are quicker).
 STRIKE_AFTER_S = 0.25
 RECOVERY_TIMEOUT = 300
 MAX_RUNS = 5   # runs of one notebook before a learner gives up
@@ -136,8 +137,10 @@ class Sampler(threading.Thread):
 class Classroom:
     """The hub, shared by every learner's thread, and the class-wide fault: a hub restart."""
 
-    def __init__(self, port, mem_limit):
+    def __init__(self, port, mem_limit, strike_in="01", strike_after=STRIKE_AFTER_S):
         self.port = port
+        self.strike_in = strike_in   # the notebook (its number) the learners' faults strike in
+        self.strike_after = strike_after
         self.lock = threading.Lock()
         os.environ["HUB_MEM_LIMIT"] = mem_limit   # read by hub/jupyterhub_config.py
         self.cgroups = memory_limit.MemoryCgroups(memory_limit.parse_size(mem_limit),
@@ -149,11 +152,11 @@ class Classroom:
     def restart_hub_when_busy(self, learners, done):
         """Once every learner's own fault has struck and been recovered from, restart the hub as
         Ctrl-C and `make hub` do, at a moment when some learner's cell has been running for
-        STRIKE_AFTER_S: every server stops with the hub.  Runs in its own thread."""
+        ``strike_after``: every server stops with the hub.  Runs in its own thread."""
         while not done.wait(0.05):
             if any(lrn.fault and not lrn.fault_recovered() for lrn in learners):
                 continue
-            busy = [lrn.name for lrn in learners if lrn.cell_running_for() >= STRIKE_AFTER_S]
+            busy = [lrn.name for lrn in learners if lrn.cell_running_for() >= self.strike_after]
             if not busy:
                 continue
             with self.lock:
@@ -254,6 +257,7 @@ class Learner:
             for path in PLAN:
                 nb = self.run_notebook(path)
                 self.rec["notebooks"].append(nb)
+                self.note_charged_peak()
                 log(f"{self.name}: {nb['notebook']} in {nb['seconds']} s ({nb['kernel_seconds']} s running), "
                     f"{len(nb['failed_cells'])} failed cell(s), {nb['runs']} run(s)"
                     f"{', A KERNEL DIED UNCAUSED' if nb['kernel_died'] else ''}")
@@ -333,6 +337,7 @@ class Learner:
                 if i > 1 and self.think:
                     await asyncio.sleep(self.think)
                 armed = bool(self.fault and "cell" not in (self.fault_state or {}) and i > 0
+                             and os.path.basename(path).startswith(self.room.strike_in)
                              and self.progress_lines())
                 if armed and not self.fault_state:
                     self.save_edit(path)
@@ -360,7 +365,8 @@ class Learner:
                 replied = idle = False
                 while not (replied and idle):
                     try:
-                        raw = await asyncio.wait_for(ws.read_message(), STRIKE_AFTER_S if armed else CELL_TIMEOUT)
+                        raw = await asyncio.wait_for(ws.read_message(),
+                                                     self.room.strike_after if armed else CELL_TIMEOUT)
                     except asyncio.TimeoutError:
                         if armed:  # still running: the fault strikes now, mid-cell
                             armed = False
@@ -424,6 +430,17 @@ class Learner:
         elif self.fault == "out-of-memory":   # the cell does it (run_cells); note the group's count
             self.fault_state["limit_hits_before"] = self.limit_hits()
 
+    def note_charged_peak(self):
+        """The most memory the learner's cgroup has been charged so far (its server's group is
+        made anew at each start, so this is read after every notebook and the largest kept)."""
+        if not self.room.cgroups.enforced:
+            return
+        try:
+            peak = round(self.room.cgroups.peak_bytes(self.name) / 2**20, 1)
+        except OSError:   # the server is not running just now
+            return
+        self.rec["peak_charged_mb"] = max(peak, self.rec.get("peak_charged_mb", 0.0))
+
     def limit_hits(self):
         """How often the learner's memory cgroup refused memory (its failcnt), None if none."""
         group = self.room.cgroups.path(self.name)
@@ -469,6 +486,11 @@ def main(argv=None):
     ap.add_argument("--faults", default=",".join(FAULTS),
                     help=f"comma-separated, from {', '.join(FAULTS)} ('' for none)")
     ap.add_argument("--no-baseline", action="store_true", help="skip the solo run")
+    ap.add_argument("--strike-in", default="01", choices=[os.path.basename(p)[:2] for p in PLAN],
+                    help="the plan's notebook the learners' faults strike in (01: its training "
+                         "cells; 08, the quickest to run again, is what make test uses)")
+    ap.add_argument("--strike-after", type=float, default=STRIKE_AFTER_S,
+                    help="a fault strikes a cell still running this many seconds after it began")
     ap.add_argument("--mem-limit", default="1G",
                     help="each learner's memory limit (HUB_MEM_LIMIT), where the hub can enforce one")
     ap.add_argument("--port", type=int, default=8050)
@@ -492,7 +514,8 @@ def main(argv=None):
                "memory_total_gb": round(psutil.virtual_memory().total / 2**30, 1)}
     sampler = Sampler()
     sampler.start()
-    room = Classroom(args.port, args.mem_limit)
+    room = Classroom(args.port, args.mem_limit, args.strike_in, args.strike_after)
+    numbers["strike_in"] = args.strike_in
     numbers["memory_limit"] = {"limit": args.mem_limit, "enforced": room.cgroups.enforced,
                                "reason": room.cgroups.reason}
     if "out-of-memory" in faults and not room.cgroups.enforced:
@@ -531,12 +554,6 @@ def main(argv=None):
             restarter.join()
         numbers["class_wall_s"] = round(time.monotonic() - t0, 1)
         numbers["progress_view"] = class_progress()
-        if room.cgroups.enforced:   # each server is still running, its group still there
-            for lrn in learners:
-                try:
-                    lrn.rec["peak_charged_mb"] = round(room.cgroups.peak_bytes(lrn.name) / 2**20, 1)
-                except OSError:
-                    pass
     finally:
         sampler.stop.set()
         sampler.join()

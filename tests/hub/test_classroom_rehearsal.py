@@ -41,6 +41,8 @@ def rehearsal(tmp_path_factory):
     work = tmp_path_factory.mktemp("classroom")
     command = [sys.executable, os.path.join(ROOT, "bench", "classroom.py"), "--learners", "3",
                "--think", "0", "--start-window", "6", "--no-baseline",
+               # the faults strike in notebook 08, the quickest to run again (no TensorFlow)
+               "--strike-in", "08", "--strike-after", "0.05",
                "--port", str(free_port_block()), "--work", str(work)]
     run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=840)
     numbers_file = work / "numbers.json"
@@ -96,9 +98,11 @@ def test_the_memory_limit_killed_only_the_learner_over_it(rehearsal):
     learners = {r["name"]: r for r in numbers["per_learner"]}
     oom = learners["learner02"]["fault"]
     assert oom["limit_hits_after"] > oom["limit_hits_before"] == 0   # the limit refused memory
-    # Everyone else ran the plan within 1G, what each learner's group was charged at most.
-    for r in learners.values():
-        assert 0 < r["peak_charged_mb"] <= 1024, r
+    # What each learner's group was charged at most: the one over it at the limit, everyone
+    # else under it for the whole plan (notebook 01's TensorFlow kernel included).
+    assert learners["learner02"]["peak_charged_mb"] <= 1024
+    for name in ("learner01", "learner03"):
+        assert 0 < learners[name]["peak_charged_mb"] < 1024, learners[name]
     assert numbers["no_kernel_died_uncaused"]
 
 
