@@ -19,11 +19,5 @@ def test_pipelined_keras_script_runs_unmodified(tmp_path, variant):
     assert float(match.group(2)) < float(match.group(1))
     # 2 epochs of 120 batches, 40 per execution.
     assert "ipu_emulator: 6 engine runs, 240 loop iterations" in result.stderr
-    trace = result.read_json("trace.json")
-    lanes = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"]
-             if e.get("ph") == "M" and e["name"] == "thread_name"}
-    busy = {}
-    for event in trace["traceEvents"]:
-        if event.get("ph") == "X" and event["args"].get("kind") in ("forward", "backward"):
-            busy.setdefault(lanes[event["tid"]], set()).add(event["args"]["kind"])
+    busy = result.busy_lanes()
     assert busy == {"IPU0": {"forward", "backward"}, "IPU1": {"forward", "backward"}}

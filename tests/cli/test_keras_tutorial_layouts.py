@@ -47,12 +47,6 @@ def test_two_replicas_of_a_two_stage_pipeline_with_asynchronous_callbacks(tmp_pa
     accuracies = re.search(r"Held-out accuracy after each epoch: (.*)", out).group(1).split()
     assert len(accuracies) == 2 and float(accuracies[1]) > float(accuracies[0])
     assert "Log lines: 3" in out                          # CSVLogger: a header and 2 epochs
-    trace = result.read_json("trace.json")
-    lanes = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"]
-             if e.get("ph") == "M" and e["name"] == "thread_name"}
-    busy = {}
-    for event in trace["traceEvents"]:
-        if event.get("ph") == "X" and event["args"].get("kind") in ("forward", "backward"):
-            busy.setdefault(lanes[event["tid"]], set()).add(event["args"]["kind"])
+    busy = result.busy_lanes()
     # Two replicas, each a pipeline over two IPUs.
     assert busy == {f"IPU{i}": {"forward", "backward"} for i in range(4)}

@@ -87,6 +87,18 @@ class ChildRun:
         """A JSON file the child wrote, relative to the directory it ran in."""
         return json.loads((Path(self.cwd or ".") / name).read_text())
 
+    def busy_lanes(self, trace="trace.json") -> dict:
+        """The Chrome trace the child wrote (``--trace``): each lane that ran a forward or a
+        backward phase, with the set of those it ran (``{"IPU0": {"forward", "backward"}}``)."""
+        events = self.read_json(trace)["traceEvents"]
+        lanes = {e["tid"]: e["args"]["name"] for e in events
+                 if e.get("ph") == "M" and e["name"] == "thread_name"}
+        busy = {}
+        for event in events:
+            if event.get("ph") == "X" and event["args"].get("kind") in ("forward", "backward"):
+                busy.setdefault(lanes[event["tid"]], set()).add(event["args"]["kind"])
+        return busy
+
 
 def _run(command, cwd, env, timeout) -> ChildRun:
     done = subprocess.run(command, cwd=cwd, env=child_env() if env is None else env,
