@@ -9,7 +9,13 @@ from ipu_emulator.__main__ import main
 from ipu_emulator.cli import progress as progress_command
 from ipu_emulator.exercises import REGISTRY, exercise, not_yet, right
 from ipu_emulator.exercises import progress
-from ipu_emulator.exercises import nb10_schedules  # noqa: F401  (registers 10.chunks-per-ipu)
+import importlib
+import pkgutil
+
+import ipu_emulator.exercises as exercises_package
+
+for _module in pkgutil.iter_modules(exercises_package.__path__):   # every numeric exercise
+    importlib.import_module(f"{exercises_package.__name__}.{_module.name}")
 
 
 @exercise("test.progress-demo", solution=lambda: 4, wrong=(3,))
