@@ -442,17 +442,11 @@ class Learner:
         self.rec["peak_charged_mb"] = max(peak, self.rec.get("peak_charged_mb", 0.0))
 
     def limit_hits(self):
-        """How often the learner's memory cgroup refused memory (its failcnt), None if none."""
-        group = self.room.cgroups.path(self.name)
+        """How often the learner's memory cgroup refused memory, None if they have none now."""
         try:
-            with open(os.path.join(group, "memory.failcnt" if self.room.cgroups.version == 1
-                                   else "memory.events")) as f:
-                text = f.read()
+            return self.room.cgroups.limit_hits(self.name)
         except OSError:
             return None
-        if self.room.cgroups.version == 1:
-            return int(text)
-        return int(dict(line.split() for line in text.splitlines()).get("oom_kill", 0))
 
     def kept(self):
         """What survived: the course, the saved edit, the progress from before each fault."""

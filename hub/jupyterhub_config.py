@@ -132,12 +132,10 @@ c.Spawner.start_timeout = 180
 c.Spawner.http_timeout = 120
 
 
-def course_files(src, skip=("traces", ".ipynb_checkpoints", "__pycache__")):
-    """Relative paths of the files under src, leaving out generated folders."""
-    for root, dirs, files in os.walk(src):
-        dirs[:] = sorted(d for d in dirs if d not in skip)
-        for name in sorted(files):
-            yield os.path.relpath(os.path.join(root, name), src)
+# The image's entry point copies the course the same way (hub/image/start.py); one copy loop
+# serves both.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "image"))
+from start import copy_missing  # noqa: E402  (hub/image/start.py, standard library only)
 
 
 async def copy_course(spawner):
@@ -151,13 +149,7 @@ async def copy_course(spawner):
     import asyncio
 
     home = spawner.home_dir
-    copied = []
-    for rel in course_files(os.path.join(REPO, "notebooks")):
-        dst = os.path.join(home, "notebooks", rel)
-        if not os.path.exists(dst):
-            os.makedirs(os.path.dirname(dst), exist_ok=True)
-            shutil.copy2(os.path.join(REPO, "notebooks", rel), dst)
-            copied.append(dst)
+    copied = copy_missing(os.path.join(REPO, "notebooks"), os.path.join(home, "notebooks"))
     shutil.copytree(os.path.join(REPO, "docs"), os.path.join(home, "docs"), dirs_exist_ok=True)
     notebooks = [p for p in copied if p.endswith(".ipynb")]
     if notebooks:

@@ -110,6 +110,16 @@ class MemoryCgroups:
                 time.sleep(0.1)
         return True
 
+    def limit_hits(self, learner):
+        """How often the learner's group refused memory: cgroup v1's failcnt, v2's oom_kill
+        count (OSError when the group is gone)."""
+        with open(os.path.join(self.path(learner),
+                               "memory.failcnt" if self.version == 1 else "memory.events")) as f:
+            text = f.read()
+        if self.version == 1:
+            return int(text)
+        return int(dict(line.split() for line in text.splitlines()).get("oom_kill", 0))
+
     def peak_bytes(self, learner):
         """The most memory the learner's group has been charged since it was made (its server's
         last start): what the limit is measured against, shared pages counted once per machine."""

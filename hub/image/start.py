@@ -22,7 +22,8 @@ import subprocess
 import sys
 
 COURSE = os.environ.get("IPU_LAB_COURSE", "/srv/course")
-# Generated while notebooks run; never part of the course (the same list as copy_course's).
+# Generated while notebooks run; never part of the course (hub/jupyterhub_config.py's
+# copy_course uses copy_missing below too).
 SKIP = {"traces", ".ipynb_checkpoints", "__pycache__"}
 
 

@@ -30,6 +30,8 @@ def test_v1_a_learners_group_inside_the_hubs_own_gets_the_limit_and_the_process(
     ada = tmp_path / "memory" / "job" / "ipu-lab-hub-8000" / "ada"
     assert (ada / "memory.limit_in_bytes").read_text() == str(2**30)
     assert (ada / "cgroup.procs").read_text() == "4242"
+    (ada / "memory.failcnt").write_text("3\n")
+    assert groups.limit_hits("ada") == 3
 
 
 def test_v2_needs_the_root_cgroup_and_a_memory_controller(tmp_path):
@@ -45,6 +47,8 @@ def test_v2_needs_the_root_cgroup_and_a_memory_controller(tmp_path):
     assert (tmp_path / "cgroup.subtree_control").read_text() == "+memory"
     groups.confine(7, "bob")
     assert (tmp_path / "hub" / "bob" / "memory.max").read_text() == str(2**30)
+    (tmp_path / "hub" / "bob" / "memory.events").write_text("low 0\nhigh 0\nmax 5\noom 2\noom_kill 2\n")
+    assert groups.limit_hits("bob") == 2
 
 
 def test_no_memory_controller_means_no_limit_and_says_why(tmp_path):
