@@ -60,6 +60,14 @@ _FAST_IN_FLOAT16 = frozenset({
     "Less", "LessEqual", "Equal", "NotEqual",
 })
 
+
+
+def _fast_in_float16(op) -> bool:
+    # A sum of two float16 tensors is rounded once, as an IPU's; TensorFlow's float16 AddN
+    # of three or more rounds after each addition, so those are computed in float32.
+    return op.type in _FAST_IN_FLOAT16 or (op.type == "AddN" and len(op.inputs) == 2)
+
+
 _state = threading.local()
 
 
@@ -122,7 +130,7 @@ def _rewritable(op, stochastic) -> bool:
         return False  # most ops of most programs: asked cheaply, first
     if op.type in _DATA_MOVEMENT or op.type.startswith("_"):
         return False
-    if op.type in _FAST_IN_FLOAT16 and not _stochastic_rounding_of(op, stochastic):
+    if _fast_in_float16(op) and not _stochastic_rounding_of(op, stochastic):
         return False
     if op.op_def is None or op.op_def.is_stateful:
         return False
@@ -217,30 +225,54 @@ def round_to_nearest(graph, tensor, name, attrs):
 def stochastic_round(graph, tensor, name, attrs):
     """float32 -> float16 rounded stochastically: up with probability equal to the distance
     from the float16 value below, in float16 steps, so the rounding is unbiased on average
-    (``floating_point_behaviour.esr``).  Normal float16 values keep 10 of float32's 23
-    mantissa bits: a random 13-bit integer is added to the dropped bits before they are
-    cut; subnormal values (below 2**-14) round at the 2**-24 step the same way."""
+    (``floating_point_behaviour.esr``)."""
     with graph._attr_scope(_with_flag(attrs, ROUNDING_ATTR)), tf.name_scope(name):  # pylint: disable=protected-access
-        # A counter-based generator (many times faster on the CPU than TensorFlow's
-        # stateful one), keyed by a fresh stateful seed at each run: runs differ, and a
-        # graph seed (--seed) repeats them.
-        seed = tf.random.uniform([2], 0, 2 ** 31 - 1, dtype=tf.int32)
-        noise = tf.random.stateless_uniform(tf.shape(tensor), seed=seed, minval=None,
-                                            maxval=None, dtype=tf.int32)
-        rounded = _stochastic_round_values(tensor, noise)
-        return _cast(graph, rounded, tf.float16, "round", attrs)
+        # A fresh seed at each run: runs differ, and a graph seed (--seed) repeats them.
+        # (int32: the IPU has no uint32 tensors, and the emulator checks.)
+        seed = tf.random.uniform([], -2 ** 31, 2 ** 31 - 1, dtype=tf.int32)
+        # The concrete function, called as such: ``tf.function``'s own call would put the
+        # call in an XLA control-flow context, outside the loop it belongs to.
+        fused = _stochastic_round_fused.get_concrete_function(
+            tf.TensorSpec(None, tf.float32), tf.TensorSpec([], tf.int32))
+        return fused(tensor, seed)
 
 
-def _stochastic_round_values(tensor, random_bits):
-    """``tensor`` (float32) rounded stochastically to float16 values, still float32."""
-    noise = tf.bitwise.bitwise_and(random_bits, 0x1FFF)
-    bits = tf.bitcast(tensor, tf.int32)
-    # inf keeps its bits (the noise is cut off again) and nan stays a nan.
-    normal = tf.bitcast(tf.bitwise.bitwise_and(bits + noise, ~0x1FFF), tf.float32)
+@tf.function(jit_compile=True, autograph=False)
+def _stochastic_round_fused(tensor, seed):
+    """The rounding as one XLA loop over the elements: about a tenth of the time of the
+    dozen TensorFlow kernels it is made of, each a pass over memory."""
+    noise = _hashed_bits(tf.shape(tensor), seed)
+    return tf.cast(_stochastic_round_values(tensor, noise), tf.float16)
+
+
+def _hashed_bits(shape, seed):
+    """13 random bits an element: a counter-based generator (a 32-bit integer hash, Chris
+    Wellons's "lowbias32", of the element's index and ``seed``).  XLA's own random number
+    generators are a hundred times slower on the CPU, and TensorFlow's cost four times the
+    whole rounding."""
+    index = tf.reshape(tf.range(tf.reduce_prod(shape), dtype=tf.int32), shape)
+    bits = tf.bitcast(index * -1640531527 + seed, tf.uint32)  # -1640531527: 0x9E3779B9
+    for shift, factor in ((16, 0x7FEB352D), (15, 0x846CA68B)):
+        bits = tf.bitwise.bitwise_xor(bits, tf.bitwise.right_shift(bits, shift))
+        bits = bits * tf.constant(factor, tf.uint32)
+    bits = tf.bitwise.bitwise_xor(bits, tf.bitwise.right_shift(bits, 16))
+    return tf.bitcast(tf.bitwise.right_shift(bits, 19), tf.int32)  # the 13 best-mixed bits
+
+
+def _stochastic_round_values(tensor, noise):
+    """``tensor`` (float32) rounded stochastically to float16 values, still float32.
+
+    A normal float16 value keeps 10 of float32's 23 mantissa bits: ``noise``, a random
+    13-bit integer, is added to the 13 dropped bits of the magnitude before they are cut
+    (a carry rounds up).  Subnormal float16 values (below 2**-14) lie on a fixed 2**-24
+    grid; shifted up by 2**-14 into the lowest normal binade, which has the same grid, they
+    round by the same cut, and the shift is taken off again (exact: float32 resolves
+    2**-37 there, the noise's own resolution).  inf keeps its bits; nan stays nan."""
     magnitude = tf.abs(tensor)
-    fraction = tf.cast(noise, tf.float32) * 2.0 ** -13  # uniform in [0, 1)
-    subnormal = tf.sign(tensor) * tf.floor(magnitude * 2.0 ** 24 + fraction) * 2.0 ** -24
-    return tf.where(magnitude < 2.0 ** -14, subnormal, normal)
+    shift = tf.where(magnitude < 2.0 ** -14, 2.0 ** -14, 0.0)
+    bits = tf.bitcast(magnitude + shift, tf.int32) + noise
+    rounded = tf.bitcast(tf.bitwise.bitwise_and(bits, ~0x1FFF), tf.float32) - shift
+    return tf.sign(tensor) * rounded
 
 
 STOCHASTIC_ROUNDING_ATTR = "_ipu_emulator_stochastic_rounding"

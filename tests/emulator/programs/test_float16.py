@@ -175,6 +175,23 @@ def test_stochastic_round_is_unbiased_and_keeps_inf_and_nan(graph, sess):
     assert edge[3] == 65504.0
 
 
+def stochastic_runs(seed, runs=2):
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.compat.v1.set_random_seed(seed)
+        rounded = float16.stochastic_round(graph, tf.fill([4096], 1.0 + 2.0 ** -11), "sr", {})
+        with tf.compat.v1.Session(graph=graph) as sess:
+            return [sess.run(rounded) for _ in range(runs)]
+
+
+def test_stochastic_rounding_differs_between_runs_and_repeats_with_a_graph_seed():
+    first, second = stochastic_runs(seed=7)
+    assert not np.array_equal(first, second)
+    # Halfway between two float16 values: each element goes either way, about half of them up.
+    assert 0.45 < np.mean(first > 1.0) < 0.55
+    np.testing.assert_array_equal(stochastic_runs(seed=7, runs=1)[0], first)
+
+
 def test_float16_programs_cost_float16_bytes(graph):
     configure()
     costs = {}
