@@ -9,21 +9,9 @@ import tensorflow as tf
 from ipu_emulator import record
 from ipu_emulator.ipu import ipu_strategy
 from ipu_emulator.ipu.keras import extensions
+from tests.support.keras_data import BATCH, arrays, dataset
 
 pytestmark = pytest.mark.tf2
-
-BATCH = 8
-
-
-def arrays(batches=12, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.random((batches * BATCH, 4), dtype=np.float32)
-    y = x @ np.array([[1.0], [-2.0], [0.5], [3.0]], np.float32)
-    return x, y
-
-
-def dataset(batches=12):
-    return tf.data.Dataset.from_tensor_slices(arrays(batches)).batch(BATCH, drop_remainder=True)
 
 
 @pytest.fixture

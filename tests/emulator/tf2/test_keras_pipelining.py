@@ -8,17 +8,9 @@ import tensorflow as tf
 from ipu_emulator import record
 from ipu_emulator.ipu import ipu_strategy, keras as ipu_keras
 from ipu_emulator.ipu.ops import pipelining_ops
+from tests.support.keras_data import BATCH, dataset
 
 pytestmark = pytest.mark.tf2
-
-BATCH = 8
-
-
-def dataset(batches=16, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.random((batches * BATCH, 4), dtype=np.float32)
-    y = x @ np.array([[1.0], [-2.0], [0.5], [3.0]], np.float32)
-    return tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH, drop_remainder=True)
 
 
 @pytest.fixture
