@@ -58,10 +58,9 @@ include lite/lite.mk
 # make hub: a real JupyterHub serving this lab to a small class on this machine (hub/hub.mk).
 include hub/hub.mk
 
-# A kernel whose notebook was closed without shutting it down holds 0.3-0.5 GB of its own;
-# after 30 idle minutes with no notebook open the server shuts it down (open notebooks' kernels
-# are never culled: cull_connected stays False).
-CULL_CLOSED_KERNELS := --MappingKernelManager.cull_idle_timeout=1800 --MappingKernelManager.cull_interval=300
+# The lab's Jupyter server settings (kernel culling, TensorBoard through the server's proxy),
+# shared with make hub and the hub image: jupyter/jupyter_server_config.py.
+LAB_SERVER_CONFIG := JUPYTER_CONFIG_PATH="$(abspath jupyter)"
 
 # As root (classroom containers, cloud VMs) Jupyter refuses to start without --allow-root.
 # Jupyter prints the URL to open (with its token) once the server is up.  The notebooks are
@@ -73,7 +72,7 @@ lab: $(STAMP)
 	@echo "Starting JupyterLab on notebooks/: open the http://127.0.0.1:... URL it prints below."
 	@$(BIN)/jupyter trust notebooks/*.ipynb > /dev/null
 	@# The environment's bin/ on PATH: `%tensorboard` starts the `tensorboard` command from it.
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/jupyter lab --notebook-dir=notebooks $(ALLOW_ROOT) $(CULL_CLOSED_KERNELS)
+	PATH="$(abspath $(BIN)):$$PATH" $(LAB_SERVER_CONFIG) $(BIN)/jupyter lab --notebook-dir=notebooks $(ALLOW_ROOT)
 
 # The bundled data sample keeps test runs offline and reproducible.  The notebooks run with
 # their exercises solved (IPU_LAB_SOLUTIONS=1: each check fills in its solution and fails the

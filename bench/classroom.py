@@ -72,8 +72,10 @@ SETUP = "import os\nos.environ['IPU_LAB_SOLUTIONS'] = '1'\nos.environ['IPU_EMULA
 GO_WRONG = ("from ipu_emulator.exercises import REGISTRY, nb10_schedules\n"
             "for answer in REGISTRY['10.chunks-per-ipu'].wrong[:3]:\n"
             "    print(nb10_schedules.check_chunks_per_ipu(answer))")
-# What `%tensorboard` would start (docs/tensorboard.md): the hub puts the lab's bin/ on PATH.
-WHICH_TENSORBOARD = "import shutil\nprint('TENSORBOARD', shutil.which('tensorboard'))"
+# What `%tensorboard` would start and where its frame would point (docs/tensorboard.md): the
+# hub puts the lab's bin/ on PATH, and the lab's server settings the frame's proxy path.
+WHICH_TENSORBOARD = ("import os, shutil\nprint('TENSORBOARD', shutil.which('tensorboard'), "
+                     "os.environ.get('TENSORBOARD_PROXY_URL'))")
 LEARNER_FAULTS = ("kernel-kill", "out-of-memory", "server-restart")  # one learner each, in order
 FAULTS = LEARNER_FAULTS + ("hub-restart",)                           # the last: the whole class
 # The out-of-memory fault: the learner's cell holds this much more than their memory limit.

@@ -41,7 +41,7 @@ $(HUB_PROXY):
 hub-tools: $(STAMP) $(HUB_STAMP) $(HUB_PROXY)
 
 hub: hub-tools
-	IPU_HUB_KERNEL_ARGS="$(CULL_CLOSED_KERNELS)" HUB_IP=$(HUB_IP) HUB_PORT=$(HUB_PORT) \
+	HUB_IP=$(HUB_IP) HUB_PORT=$(HUB_PORT) \
 		$(HUB_VENV)/bin/jupyterhub -f hub/jupyterhub_config.py
 
 # The instructor's view: one line a learner from their progress files (no network, reads only).

@@ -3,7 +3,7 @@
 #   build/hub-state/           the hub's database, cookie secret, proxy pid and the passwords
 #   build/hub-homes/<name>/    each learner's home: their own notebooks/ (copied on first login)
 # Settings come from the environment (hub/hub.mk passes them): HUB_IP, HUB_PORT, HUB_ADMIN,
-# HUB_PASSWORD, HUB_CULL_SERVERS (seconds), IPU_HUB_KERNEL_ARGS (the Makefile's kernel culling);
+# HUB_PASSWORD, HUB_CULL_SERVERS (seconds);
 # IPU_HUB_STATE and IPU_HUB_HOMES move the two folders (bench/hub_smoke.py uses its own).
 import glob
 import json
@@ -110,20 +110,16 @@ c.Spawner.cmd = [
     os.path.join(REPO, "hub", "singleuser.py"),
     overlay_site[0] if overlay_site else OVERLAY,
 ]
-args = os.environ.get(
-    "IPU_HUB_KERNEL_ARGS",
-    "--MappingKernelManager.cull_idle_timeout=1800 --MappingKernelManager.cull_interval=300",
-).split()
-if os.getuid() == 0:
-    args.append("--allow-root")
-c.Spawner.args = args
+c.Spawner.args = ["--allow-root"] if os.getuid() == 0 else []
 c.Spawner.default_url = "/lab/tree/notebooks/README.md"
 # Each exercise check the learner runs is noted in their home (ipu_emulator.exercises.progress),
 # where `make progress` reads it for the instructor.  Beside the notebooks, so it survives a
 # kernel, server or hub restart; a dot-folder, so it stays out of the learner's file browser.
 # The lab's bin/ first on PATH, as `make lab` does: `%tensorboard` starts the `tensorboard`
-# command from it (docs/tensorboard.md).
+# command from it (docs/tensorboard.md).  The lab's server settings (kernel culling,
+# TensorBoard through the server's proxy) are make lab's: jupyter/jupyter_server_config.py.
 c.Spawner.environment = {
+    "JUPYTER_CONFIG_PATH": os.path.join(REPO, "jupyter"),
     "IPU_LAB_PROGRESS_FILE": lambda spawner: os.path.join(spawner.home_dir, ".ipu-lab", "progress.jsonl"),
     "PATH": os.path.join(LAB_VENV, "bin") + os.pathsep + os.environ.get("PATH", os.defpath),
 }
@@ -166,7 +162,7 @@ async def copy_course(spawner):
 c.Spawner.pre_spawn_hook = copy_course
 
 # --- culling --------------------------------------------------------------------------------
-# Kernels: inside each server, as `make lab` does (IPU_HUB_KERNEL_ARGS above).  Servers: a
+# Kernels: inside each server, as `make lab` does (jupyter/jupyter_server_config.py).  Servers: a
 # server with no activity for HUB_CULL_SERVERS seconds (default an hour) is stopped by
 # jupyterhub-idle-culler; its files stay, and the learner's next visit starts it again.
 CULL_SERVERS = int(os.environ.get("HUB_CULL_SERVERS", "3600"))

@@ -10,7 +10,8 @@ What can be checked without a Docker engine, a cluster or helm:
   a version inside its range, so the ranges admit one consistent set, the one the tests pass on.
   It does not prove that PyPI still serves those versions, nor that `docker build` succeeds;
 - the Dockerfile copies files that exist, runs as jovyan (uid 1000) with the course outside the
-  home, and culls kernels as the Makefile does;
+  home, and serves with the lab's Jupyter server settings (jupyter/jupyter_server_config.py:
+  kernel culling, `%tensorboard` through the server's proxy);
 - the image's entry point copies only the course files a learner lacks and trusts them;
 - the values' memory, CPU, start time and culling agree with the figures docs/classroom.md
   states (parsed here, not copied), by the rule docs/hosting.md gives.
@@ -192,27 +193,39 @@ def test_the_image_runs_as_jovyan_with_the_course_outside_the_home():
     assert 'os.environ.get("IPU_LAB_COURSE", "/srv/course")' in start
 
 
-def test_the_images_kernel_culling_is_the_makefiles():
-    makefile = (ROOT / "Makefile").read_text()
-    flags = re.search(r"^CULL_CLOSED_KERNELS := (.+)$", makefile, re.M)[1].split()
-    wanted = {}
-    for flag in flags:
-        name, value = flag.removeprefix("--MappingKernelManager.").split("=")
-        wanted[name] = int(value)
-    config = {}
+def lab_server_settings(environment):
+    """(the MappingKernelManager settings, TENSORBOARD_PROXY_URL) that the lab's Jupyter server
+    config (jupyter/jupyter_server_config.py) makes in a server with ``environment``."""
+    settings = {}
 
     class Section:
         def __setattr__(self, name, value):
-            config[name] = value
+            settings[name] = value
 
     class Config:
         MappingKernelManager = Section()
 
-    code = (IMAGE / "jupyter_server_config.py").read_text()
-    exec(compile(code, "jupyter_server_config.py", "exec"), {"get_config": Config})
-    assert config == wanted
-    copy = "hub/image/jupyter_server_config.py /etc/jupyter/jupyter_server_config.py"
+    code = (ROOT / "jupyter" / "jupyter_server_config.py").read_text()
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("JUPYTERHUB_SERVICE_PREFIX", "TENSORBOARD_PROXY_URL"):
+            patch.delenv(name, raising=False)
+        for name, value in environment.items():
+            patch.setenv(name, value)
+        exec(compile(code, "jupyter_server_config.py", "exec"), {"get_config": Config})
+        return settings, os.environ["TENSORBOARD_PROXY_URL"]
+
+
+def test_the_image_serves_with_the_labs_server_settings():
+    copy = "jupyter/jupyter_server_config.py /etc/jupyter/jupyter_server_config.py"
     assert copy in instructions("COPY")
+    # The culling docs/hosting.md states; the frame's path on a hub (the chart's servers are
+    # at /user/<name>/, as make hub's) and where no hub is (make lab, TLJH's own prefix too).
+    row = re.search(r"^\| idle kernel of a closed notebook shut down after \| (\d+) s, "
+                    r"checked every (\d+) s \|", (ROOT / "docs" / "hosting.md").read_text(), re.M)
+    culling, on_hub = lab_server_settings({"JUPYTERHUB_SERVICE_PREFIX": "/user/ada/"})
+    assert culling == {"cull_idle_timeout": int(row[1]), "cull_interval": int(row[2])}
+    assert on_hub == "/user/ada/proxy/%PORT%/"
+    assert lab_server_settings({})[1] == "/proxy/%PORT%/"
 
 
 # --- the entry point --------------------------------------------------------------------------

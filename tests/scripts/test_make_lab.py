@@ -1,6 +1,9 @@
 """`make lab` starts JupyterLab as the README says, for every user (root included: Jupyter
 refuses root without --allow-root, which the Makefile adds for root alone), prints the URL to
-open, and that URL serves the lab."""
+open, and that URL serves the lab; its kernels find TensorBoard, and `%tensorboard`'s frame
+reaches it through the server (jupyter/jupyter_server_config.py, jupyter-server-proxy)."""
+import datetime
+import json
 import os
 import re
 import selectors
@@ -46,25 +49,60 @@ def fetch(url, attempts=30):
             time.sleep(1)
 
 
-def server_environment(group):
-    """The environment of the Jupyter server that `make lab` (process group ``group``) runs."""
+def process_environment(group, *endings):
+    """The environment of a process whose command line has an argument ending in one of
+    ``endings``, in process group ``group`` (make lab's) unless that is None; or None."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            if os.getpgid(int(entry.name)) != group:
+            if group is not None and os.getpgid(int(entry.name)) != group:
                 continue
             command = (entry / "cmdline").read_bytes().split(b"\0")
-            if not any(part.endswith((b"jupyter", b"jupyter-lab")) for part in command):
+            if not any(part.endswith(endings) for part in command):
                 continue
             pairs = (entry / "environ").read_bytes().split(b"\0")
         except (OSError, ProcessLookupError):
             continue
         return dict(pair.decode().split("=", 1) for pair in pairs if b"=" in pair)
-    raise AssertionError("no Jupyter server in make lab's process group")
+    return None
 
 
-def test_make_lab_starts_the_lab_and_prints_its_url():
+def kernel_environment(base, token):
+    """Start a kernel through the server's REST API; the environment it was started with.
+    (Jupyter starts each kernel in a session of its own: found by its connection file.)"""
+    request = urllib.request.Request(f"{base}/api/kernels", data=b"{}", method="POST",
+                                     headers={"Authorization": f"token {token}"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        assert response.status == 201
+        kernel = json.loads(response.read())["id"]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        found = process_environment(None, f"kernel-{kernel}.json".encode())
+        if found:
+            return found
+        time.sleep(0.5)
+    raise AssertionError("the kernel the server was asked for did not start")
+
+
+def tensorboard_through_the_server(base, token, tmp_path):
+    """A TensorBoard started as `%tensorboard` starts it (TENSORBOARD_BINARY: the server's),
+    fetched through the lab's server at the path its frame uses: (TensorBoard's page, its data
+    API's answer)."""
+    from tensorboard import manager
+    started = manager.start(["--logdir", str(tmp_path), "--port", "0"],
+                            timeout=datetime.timedelta(seconds=60))
+    assert isinstance(started, manager.StartLaunched), started
+    try:
+        proxied = f"{base}/proxy/{started.info.port}/"
+        _status, page = fetch(f"{proxied}?token={token}")
+        _status, environment = fetch(f"{proxied}data/environment?token={token}")
+        return page, json.loads(environment)
+    finally:
+        os.kill(started.info.pid, signal.SIGTERM)
+
+
+def test_make_lab_starts_the_lab_and_prints_its_url(tmp_path, monkeypatch):
     # BROWSER=true: Jupyter "opens" the URL with the no-op command, not a real browser.
     env = dict(os.environ, BROWSER="true")
     process = subprocess.Popen(["make", "lab"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
@@ -78,10 +116,19 @@ def test_make_lab_starts_the_lab_and_prints_its_url():
         assert status == 200 and "<title>JupyterLab</title>" in page, (status, page[:500])
         # `%tensorboard` in its kernels runs the `tensorboard` command found on the server's
         # PATH: the environment's bin/ comes first.
-        path = server_environment(process.pid)["PATH"].split(os.pathsep)
-        found = shutil.which("tensorboard", path=os.pathsep.join(path))
+        server = process_environment(process.pid, b"jupyter", b"jupyter-lab")
+        assert server, "no Jupyter server in make lab's process group"
+        found = shutil.which("tensorboard", path=server["PATH"])
         venv = ROOT / os.environ.get("VENV", ".venv")  # the Makefile's VENV
         assert found and Path(found).resolve() == (venv / "bin" / "tensorboard").resolve()
+        # The frame asks the server for /proxy/<port>/, so it works wherever the browser is.
+        base, token = url.split("/lab?token=")
+        assert kernel_environment(base, token)["TENSORBOARD_PROXY_URL"] == (
+            "/proxy/%PORT%/")
+        monkeypatch.setenv("TENSORBOARD_BINARY", found)
+        page, environment = tensorboard_through_the_server(base, token, tmp_path)
+        assert "<tf-tensorboard" in page or "TensorBoard" in page, page[:500]
+        assert environment["data_location"] == str(tmp_path)
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         try:

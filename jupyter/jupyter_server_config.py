@@ -1,0 +1,24 @@
+# The lab's Jupyter server settings, one file for every way of serving it: `make lab` and each
+# learner's server under `make hub` find it through JUPYTER_CONFIG_PATH; the hub image installs
+# it as /etc/jupyter/jupyter_server_config.py (hub/image/Dockerfile); docs/hosting.md copies it
+# for The Littlest JupyterHub.
+import os
+
+c = get_config()  # noqa: F821 (Jupyter provides it)
+
+# Kernel culling: a kernel whose notebook was closed without shutting it down holds 0.3-0.5 GB
+# of its own, most of a learner's memory limit on a hub (hub/z2jh/values.yaml), so after 30
+# idle minutes with no notebook open the server shuts it down.  Kernels with a notebook open
+# are never culled (cull_connected stays False).
+c.MappingKernelManager.cull_idle_timeout = 1800
+c.MappingKernelManager.cull_interval = 300
+
+# `%tensorboard` shows TensorBoard in a frame.  By default the frame points at
+# localhost:<port>, the learner's own machine, which holds no TensorBoard when the lab runs
+# on a hub, on Binder or behind an SSH tunnel.  Through jupyter-server-proxy (one of the lab's
+# packages) the frame asks this server for /proxy/<port>/ instead, wherever the browser is.
+# JUPYTERHUB_SERVICE_PREFIX is the server's path on a hub ("/user/<name>/"); kernels inherit
+# the variable from the server.
+os.environ.setdefault(
+    "TENSORBOARD_PROXY_URL",
+    os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/") + "proxy/%PORT%/")
