@@ -239,13 +239,18 @@ def test_half_precision_tutorial_layout_trains_through_the_runner(tmp_path):
     assert np.isfinite(first) and last < first
 
 
-def test_float16_pipeline_stages_keep_their_ops(graph):
+@pytest.mark.parametrize("esr", [None, config.StochasticRoundingBehaviour.ON],
+                         ids=["nearest", "stochastic"])
+def test_float16_pipeline_stages_keep_their_ops(graph, esr):
     """A float16 model pipelined over two IPUs: the ops made for each stage's float16 ops
-    run in that stage, and training moves the loss."""
+    (stochastic rounding's compiled loops too) run in that stage, and training moves the
+    loss."""
     from ipu_emulator.ipu import ipu_infeed_queue, ipu_outfeed_queue
     from ipu_emulator.ipu.ops import pipelining_ops
     cfg = config.IPUConfig()
     cfg.auto_select_ipus = 2
+    if esr is not None:
+        cfg.floating_point_behaviour.esr = esr
     cfg.configure_ipu_system()
     rng = np.random.default_rng(1)
     x, y = rng.standard_normal((64, 3)), rng.standard_normal((64, 1))
@@ -273,6 +278,8 @@ def test_float16_pipeline_stages_keep_their_ops(graph):
     made = [o for o in program_of(graph, op).new_ops if float16.is_marked(o)]
     assert made and all(o.name in build.stage_of_op for o in made)
     assert {build.stage_of_op[o.name] for o in made if o.type == "MatMul"} == {0, 1}
+    rounding_loops = {build.stage_of_op[o.name] for o in made if o.type == "PartitionedCall"}
+    assert rounding_loops == (set() if esr is None else {0, 1})
     dequeue = outfeed.dequeue()
     with tf.compat.v1.Session(graph=graph) as sess:
         sess.run([tf.compat.v1.global_variables_initializer(), infeed.initializer])
