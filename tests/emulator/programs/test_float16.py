@@ -228,7 +228,8 @@ def test_floating_point_and_partials_options_configure(graph):
 def test_half_precision_tutorial_layout_trains_through_the_runner(tmp_path):
     """One child: the TF1 layout (float16 model, float32 parameters, loss scaling, the
     floating-point and float16 partials options configured, then an IPUEstimator in
-    float16).  Stochastic rounding is checked in process, above (it triples the run)."""
+    float16).  Stochastic rounding is checked in process, above (through the runner it
+    would add a second or two of compiling its rounding loops to the child's run)."""
     from tests.support.child_python import ROOT, run_emulator
     layout = ROOT / "tests" / "layouts" / "half_precision_layout.py"
     result = run_emulator("run", "--tf1", "--seed", "1", layout, cwd=tmp_path).check()
