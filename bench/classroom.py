@@ -76,6 +76,24 @@ GO_WRONG = ("from ipu_emulator.exercises import REGISTRY, nb10_schedules\n"
 # hub puts the lab's bin/ on PATH, and the lab's server settings the frame's proxy path.
 WHICH_TENSORBOARD = ("import os, shutil\nprint('TENSORBOARD', shutil.which('tensorboard'), "
                      "os.environ.get('TENSORBOARD_PROXY_URL'))")
+# Then a TensorBoard started as `%tensorboard` starts it, fetched from the hub's public URL at
+# the path its frame would use (through the hub's proxy, the learner's server and its
+# jupyter-server-proxy), with the learner's own token, and stopped again.
+TENSORBOARD_THROUGH_THE_HUB = """\
+import datetime, json, os, signal, tempfile, urllib.request
+from tensorboard import manager
+logs = tempfile.mkdtemp()
+started = manager.start(["--logdir", logs, "--port", "0"], timeout=datetime.timedelta(seconds=90))
+try:
+    path = os.environ["TENSORBOARD_PROXY_URL"].replace("%PORT%", str(started.info.port))
+    request = urllib.request.Request(
+        "{hub}" + path + "data/environment",
+        headers={{"Authorization": "token " + os.environ["JUPYTERHUB_API_TOKEN"]}})
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        print("TENSORBOARD_PROXIED", answer.status, json.load(answer)["data_location"] == logs)
+finally:
+    os.kill(started.info.pid, signal.SIGTERM)
+"""
 LEARNER_FAULTS = ("kernel-kill", "out-of-memory", "server-restart")  # one learner each, in order
 FAULTS = LEARNER_FAULTS + ("hub-restart",)                           # the last: the whole class
 # The out-of-memory fault: the learner's cell holds this much more than their memory limit.
@@ -264,7 +282,8 @@ class Learner:
                     f"{len(nb['failed_cells'])} failed cell(s), {nb['runs']} run(s)"
                     f"{', A KERNEL DIED UNCAUSED' if nb['kernel_died'] else ''}")
             if self.go_wrong:
-                self.rec["went_wrong"] = asyncio.run(self.run_cells(PLAN[-1], [GO_WRONG, WHICH_TENSORBOARD], {}))
+                self.rec["went_wrong"] = asyncio.run(self.run_cells(PLAN[-1], [
+                    GO_WRONG, WHICH_TENSORBOARD, TENSORBOARD_THROUGH_THE_HUB.format(hub=self.room.url)], {}))
         except BaseException as e:  # noqa: BLE001 (a learner's failure is recorded, not fatal)
             self.rec["error"] = f"{type(e).__name__}: {e}"
             log(f"{self.name}: {self.rec['error']}")
