@@ -39,6 +39,9 @@ class ComputeCost:
     # op costs cycles however small it is (``sim/hardware.OP_CYCLES``).  None when the source
     # has no op-level view (a cost written by hand): then only FLOPs and bytes are timed.
     phase_op_cycles: Optional[Tuple[float, float, float]] = None
+    # (forward, backward, weight update) FLOPs done by float16 matrix products (matmuls and
+    # convolutions), part of each phase's FLOPs: the IPU does them at its float16 rate.
+    phase_half_flops: Optional[Tuple[float, float, float]] = None
 
     @property
     def total_flops(self) -> float:
@@ -57,6 +60,8 @@ class ComputeCost:
                          if self.phase_bytes is not None else None),
             phase_op_cycles=(tuple(c * factor for c in self.phase_op_cycles)
                              if self.phase_op_cycles is not None else None),
+            phase_half_flops=(tuple(f * factor for f in self.phase_half_flops)
+                              if self.phase_half_flops is not None else None),
         )
 
     def __add__(self, other: "ComputeCost") -> "ComputeCost":
@@ -71,6 +76,7 @@ class ComputeCost:
             gradient_bytes=(None if self.gradient_bytes is None and other.gradient_bytes is None
                             else self.gradients_held() + other.gradients_held()),
             phase_op_cycles=_added_phases(self.phase_op_cycles, other.phase_op_cycles),
+            phase_half_flops=_added_phases(self.phase_half_flops, other.phase_half_flops),
         )
 
     def gradients_held(self) -> int:

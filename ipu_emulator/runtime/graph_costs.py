@@ -72,6 +72,19 @@ def _handle_bytes(handle) -> Optional[int]:
     return int(shape.num_elements()) * handle.get_attr("dtype").size
 
 
+_MATRIX_PRODUCTS = frozenset({
+    "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Conv2D",
+    "Conv2DBackpropInput", "Conv2DBackpropFilter"})
+
+
+def half_matrix_product(op) -> bool:
+    """A matmul or convolution of float16 operands, which the IPU's accumulating matrix
+    units do at its float16 rate: four times float32's on every IPU.  (The emulator computes
+    a float16 program's products in float32 and marks them: ``float16.is_marked``.)"""
+    return op.type in _MATRIX_PRODUCTS and (
+        float16.is_marked(op) or any(t.dtype == tf.float16 for t in op.inputs))
+
+
 def op_flops(op) -> float:
     kind = op.type
     if kind in _FREE_OPS or float16.is_rounding(op):
@@ -217,13 +230,15 @@ _LOOP_SINKS = frozenset({"NextIteration", "LoopCond", "Exit"})
 @dataclass
 class UnitWork:
     """What the ops of one IPU (a shard or a pipeline stage) do in one iteration, by phase
-    (``PHASES``): fixed cycles (``hardware.OP_CYCLES``), FLOPs and tile-memory traffic; the
+    (``PHASES``): fixed cycles (``hardware.OP_CYCLES``), FLOPs (and of them, those of float16
+    matrix products: ``half_flops``) and tile-memory traffic; the
     bytes of the forward results its backward ops read (activations kept for them); and
     ``reads``, the tensors it takes from other IPUs: ``{(phase, source unit): [bytes,
     tensors]}``, each tensor counted once per reading IPU, in the first phase that reads it."""
 
     cycles: list = field(default_factory=lambda: [0.0, 0.0, 0.0])
     flops: list = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    half_flops: list = field(default_factory=lambda: [0.0, 0.0, 0.0])  # part of flops
     traffic: list = field(default_factory=lambda: [0.0, 0.0, 0.0])
     kept_bytes: int = 0
     reads: dict = field(default_factory=dict)
@@ -266,6 +281,8 @@ def walk(ops, unit_of=None, phase_of_op=None, outputs=None):
         if flops <= 0:
             continue  # an in-place accumulation: its time is its op's, not FLOPs or bytes
         work.flops[phase] += flops
+        if half_matrix_product(op):
+            work.half_flops[phase] += flops
         work.traffic[phase] += sum(tensor_bytes(t) for t in op.inputs) + sum(
             tensor_bytes(t) for t in op.outputs) + _updated_variable_bytes(op)
     for (_, unit), nbytes in kept.items():
@@ -393,12 +410,14 @@ def cost_of(units, **fields) -> ComputeCost:
         for phase in range(3):
             total.cycles[phase] += work.cycles[phase]
             total.flops[phase] += work.flops[phase]
+            total.half_flops[phase] += work.half_flops[phase]
             total.traffic[phase] += work.traffic[phase]
         total.kept_bytes += work.kept_bytes
     return ComputeCost(
         forward_flops=total.flops[0], backward_flops=total.flops[1],
         weight_update_flops=total.flops[2], bytes_accessed=sum(total.traffic),
         phase_bytes=tuple(total.traffic), phase_op_cycles=tuple(total.cycles),
+        phase_half_flops=tuple(total.half_flops),
         activation_bytes=total.kept_bytes, **fields)
 
 

@@ -222,7 +222,8 @@ def _measure_stages(model, function, args, pipeline_plan, batch_bytes):
             activation_bytes=work.kept_bytes,
             input_bytes=int(batch_bytes) if k == 0 else crossing[k - 1],
             output_bytes=crossing[k],
-            op_cycles=(work.cycles[0], work.cycles[1], update.cycles[2] * share)))
+            op_cycles=(work.cycles[0], work.cycles[1], update.cycles[2] * share),
+            half_flops=(work.half_flops[0], work.half_flops[1], update.half_flops[2] * share)))
     return tuple(stages)
 
 

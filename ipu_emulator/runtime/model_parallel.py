@@ -68,7 +68,7 @@ def _stage_cost(name, work, input_bytes, output_bytes, **fields) -> StageCost:
         weight_update_flops=work.flops[2], forward_bytes_accessed=work.traffic[0],
         backward_bytes_accessed=work.traffic[1], activation_bytes=work.kept_bytes,
         input_bytes=int(input_bytes), output_bytes=int(output_bytes),
-        op_cycles=tuple(work.cycles), **fields)
+        op_cycles=tuple(work.cycles), half_flops=tuple(work.half_flops), **fields)
 
 
 def _infeed_bytes(program) -> int:

@@ -48,6 +48,9 @@ class StageCost:
     cycles (``hardware.OP_CYCLES``): on an IPU every op costs cycles however small, on top of
     its FLOPs and bytes.  A pipeline adds every micro-batch's gradients into accumulators, one
     op per variable, in the backward pass.
+    ``half_flops`` are the (forward, backward, weight update) FLOPs done by float16 matrix
+    products, part of the phases' FLOPs, at the IPU's float16 rate (recorded programs only;
+    the layer models here are float32).
     ``reads`` are the tensors this stage's ops take from another stage's IPU, as
     ``(phase, source stage, bytes, tensors)``: per micro-batch in the forward and backward
     phases, per weight update in the ``"weight_update"`` phase.  Shards have them (the SDK
@@ -70,6 +73,7 @@ class StageCost:
     output_bytes: int = 0
     op_cycles: Tuple[float, float, float] = (0.0, 0.0, 0.0)
     reads: Tuple[Tuple[str, int, int, int], ...] = ()
+    half_flops: Tuple[float, float, float] = (0.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True)
@@ -402,7 +406,8 @@ def shard_costs(layers: Sequence[Layer], splits: Union[str, Iterable[str]], batc
             # its accumulators live with the gradients, on the last shard
             result.append(replace(stage, backward_flops=0.0, backward_bytes_accessed=0.0,
                                   activation_bytes=0,
-                                  op_cycles=(stage.op_cycles[0], 0.0, stage.op_cycles[2])))
+                                  op_cycles=(stage.op_cycles[0], 0.0, stage.op_cycles[2]),
+                                  half_flops=(stage.half_flops[0], 0.0, stage.half_flops[2])))
         else:
             everything = stages
             result.append(replace(
@@ -412,7 +417,9 @@ def shard_costs(layers: Sequence[Layer], splits: Union[str, Iterable[str]], batc
                 activation_bytes=dtype_bytes * sum(dict(
                     saved for layer in costs.values() for saved in layer.saved).values()),
                 op_cycles=(stage.op_cycles[0], sum(s.op_cycles[1] for s in everything),
-                           stage.op_cycles[2])))
+                           stage.op_cycles[2]),
+                half_flops=(stage.half_flops[0], sum(s.half_flops[1] for s in everything),
+                            stage.half_flops[2])))
     return [replace(stage, name=f"shard{k}", reads=tuple(sorted(
         (phase, source, nbytes, count) for (phase, source), (nbytes, count) in reads[k].items())))
         for k, stage in enumerate(result)]

@@ -112,6 +112,13 @@ class IPUTarget:
     def achievable_fp32_flops(self) -> float:
         return self.peak_fp32_flops * self.compute_efficiency
 
+    @property
+    def achievable_fp16_flops(self) -> float:
+        """The rate of float16 matrix products (matmuls, convolutions) on the tiles'
+        accumulating matrix units: the peak float16 rate, at the same efficiency as float32
+        (no source measures float16's for small layers)."""
+        return self.peak_fp16_flops * self.compute_efficiency
+
     def with_overrides(self, **changes) -> "IPUTarget":
         """A copy with some fields changed, e.g. ``with_overrides(compute_efficiency=0.5)``."""
         return replace(self, **changes)

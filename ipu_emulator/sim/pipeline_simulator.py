@@ -108,15 +108,15 @@ def action_seconds(stage: StageCost, kind: str, target: IPUTarget, split_backwar
     """
     if kind in (FORWARD, RECOMPUTE):
         return compute_seconds(stage.forward_flops, stage.forward_bytes_accessed, target,
-                               stage.op_cycles[0])
+                               stage.op_cycles[0], stage.half_flops[0])
     if kind in (BACKWARD, WEIGHT_GRAD):
         full = compute_seconds(stage.backward_flops, stage.backward_bytes_accessed, target,
-                               stage.op_cycles[1])
+                               stage.op_cycles[1], stage.half_flops[1])
         return full / 2 if split_backward else full
     if kind == UPDATE:
         return compute_seconds(stage.weight_update_flops,
                                weight_update_bytes(stage, accumulator_bytes), target,
-                               stage.op_cycles[2])
+                               stage.op_cycles[2], stage.half_flops[2])
     raise ValueError(f"Unknown action kind {kind!r}")
 
 

@@ -243,11 +243,18 @@ def check_no_overlaps(events: Iterable[Event]) -> None:
 
 
 def compute_seconds(flops: float, bytes_accessed: float, target: IPUTarget,
-                    op_cycles: float = 0.0) -> float:
+                    op_cycles: float = 0.0, half_flops: float = 0.0) -> float:
     """Time of one compute phase: the fixed cycles of its ops (``hardware.OP_CYCLES``) plus
-    its work, bound by arithmetic or by tile-memory traffic."""
+    its work, bound by arithmetic or by tile-memory traffic.  ``half_flops``, part of
+    ``flops``, are float16 matrix products, done at the float16 rate.
+
+    >>> from ipu_emulator.sim.hardware import IPU2
+    >>> round(compute_seconds(1e9, 0, IPU2) / compute_seconds(1e9, 0, IPU2, half_flops=1e9))
+    4
+    """
     return op_cycles / target.clock_hz + max(
-        flops / target.achievable_fp32_flops,
+        (flops - half_flops) / target.achievable_fp32_flops
+        + half_flops / target.achievable_fp16_flops,
         bytes_accessed / target.sram_bandwidth_bytes_per_s,
     )
 
@@ -266,12 +273,12 @@ def phase_durations(cost: ComputeCost, target: IPUTarget) -> List[Tuple[str, flo
     """
     phase_bytes = phase_bytes_or_flop_shares(cost)
     phases = []
-    for kind, flops, nbytes, cycles in zip(
+    for kind, flops, nbytes, cycles, half in zip(
             ("forward", "backward", "weight_update"),
             (cost.forward_flops, cost.backward_flops, cost.weight_update_flops), phase_bytes,
-            cost.phase_op_cycles or (0.0, 0.0, 0.0)):
+            cost.phase_op_cycles or (0.0, 0.0, 0.0), cost.phase_half_flops or (0.0, 0.0, 0.0)):
         if flops > 0 or nbytes > 0 or cycles > 0:
-            phases.append((kind, compute_seconds(flops, nbytes, target, cycles)))
+            phases.append((kind, compute_seconds(flops, nbytes, target, cycles, half)))
     return phases
 
 
