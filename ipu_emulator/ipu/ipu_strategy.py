@@ -31,7 +31,7 @@ from tensorflow.python.data.ops import dataset_ops
 from tensorflow.python.distribute import one_device_strategy
 from tensorflow.python.util import nest
 
-from ipu_emulator.runtime import tf2_feeds, tf2_programs
+from ipu_emulator.runtime import float16, tf2_feeds, tf2_programs
 from . import ipu_infeed_queue
 
 _EAGER_RUN_MESSAGE = (
@@ -68,7 +68,13 @@ class IPUStrategyV1(tf.distribute.OneDeviceStrategy):
         """
         kwargs = kwargs or {}
         if not tf.executing_eagerly():
-            return super().run(fn, args=args, kwargs=kwargs, options=options)
+            # Inside a function being traced (IPU Keras's steps, a hand-written loop's body):
+            # the step's float16 ops are computed in float32 and rounded to float16, as a
+            # compiled TF1 program's are (runtime/float16.py).
+            graph = tf.compat.v1.get_default_graph()
+            first = len(graph.get_operations())
+            outputs = super().run(fn, args=args, kwargs=kwargs, options=options)
+            return float16.settle_function_step(graph.get_operations()[first:], outputs)
         if not tf2_programs.is_function(fn):
             raise ValueError(_EAGER_RUN_MESSAGE)
         fn = tf2_programs.without_xla(fn)

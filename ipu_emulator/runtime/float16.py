@@ -3,7 +3,8 @@
 The IPU computes in float16 natively, and faster than in float32; stock TensorFlow's CPU
 kernels for float16 are many times slower than for float32 (a ResNet-8 step: about 8x).  So
 once ``ipu_compiler.compile`` has built a program (forward pass, gradients, optimizer and
-loops), ``compute_in_float32`` rewrites each of its stateless ops that computes in float16
+loops; ``settle_program``), or ``IPUStrategy.run`` has traced a TF2 step inside a function
+(``settle_function_step``), ``compute_in_float32`` rewrites each of its stateless ops that computes in float16
 into: its float16 inputs cast to float32, the same op in float32, and each float16 result
 cast back to float16.  Every tensor the program's other ops see is still float16 and holds
 exactly a float16 value, so what float16 does to a model survives: a result past 65504 is
@@ -83,6 +84,28 @@ def disabled():
 
 
 _REWRITTEN_GRAPH = "_ipu_emulator_float16_rewritten"
+# A graph's {name of an op the rewrite replaced: the tensors that stand for its outputs}.
+_REPLACED_OPS = "_ipu_emulator_float16_replaced"
+
+
+def _replaced_ops(graph) -> dict:
+    replaced = getattr(graph, _REPLACED_OPS, None)
+    if replaced is None:
+        replaced = {}
+        setattr(graph, _REPLACED_OPS, replaced)
+    return replaced
+
+
+def is_replaced(op) -> bool:
+    """True for an op the rewrite replaced: it stays in its graph, unused, and costs nothing."""
+    return op.name in getattr(op.graph, _REPLACED_OPS, ())
+
+
+def _stochastic_rounding_configured() -> bool:
+    """esr ON or REPLICA_IDENTICAL_ONLY in the applied configuration (replicas here always
+    compute alike)."""
+    options = ipu_backend.applied_options()
+    return options is not None and options.floating_point_behaviour.esr.value != 0
 
 
 def _flag(op, name) -> bool:
@@ -215,6 +238,7 @@ def _rewrite(op, inputs, rounding):
         kept = [c for c in dependent.control_inputs if c is not op]
         dependent._remove_all_control_inputs()  # pylint: disable=protected-access
         dependent._add_control_inputs(kept + [r.op for r in results])  # pylint: disable=protected-access
+    return results
 
 
 def round_to_nearest(graph, tensor, name, attrs):
@@ -312,6 +336,7 @@ def _rewrite_sgd(op, _, rounding):
         kept = [c for c in dependent.control_inputs if c is not op]
         dependent._remove_all_control_inputs()  # pylint: disable=protected-access
         dependent._add_control_inputs(kept + [assign])  # pylint: disable=protected-access
+    return []
 
 
 def compute_in_float32(ops, rounding=round_to_nearest, stochastic=False):
@@ -325,6 +350,7 @@ def compute_in_float32(ops, rounding=round_to_nearest, stochastic=False):
         return []
     graph = targets[0].graph
     setattr(graph, _REWRITTEN_GRAPH, True)
+    replaced = _replaced_ops(graph)
     made = []
     casts = {}
     saved_context = graph._get_control_flow_context()  # pylint: disable=protected-access
@@ -339,7 +365,7 @@ def compute_in_float32(ops, rounding=round_to_nearest, stochastic=False):
                 sgd = _sgd_on_float16(op)
                 inputs = None if sgd else _float32_inputs(op, casts)
                 with graph.control_dependencies(op.control_inputs):
-                    (_rewrite_sgd if sgd else _rewrite)(op, inputs, chosen)
+                    replaced[op.name] = (_rewrite_sgd if sgd else _rewrite)(op, inputs, chosen)
             made.append((op, graph.get_operations()[first:]))
     finally:
         graph._set_control_flow_context(saved_context)  # pylint: disable=protected-access
@@ -351,10 +377,7 @@ def settle_program(program, pipelines=()):
     bookkeeping whole: the originals leave ``program.new_ops`` and the ops made join it,
     in a pipeline's stage (``pipelines``: the program's ``programs.PipelineBuild``s) and
     among other replicas' ops as their original was."""
-    options = ipu_backend.applied_options()
-    # esr ON or REPLICA_IDENTICAL_ONLY (replicas here always compute alike).
-    stochastic = options is not None and options.floating_point_behaviour.esr.value != 0
-    rewritten = compute_in_float32(program.new_ops, stochastic=stochastic)
+    rewritten = compute_in_float32(program.new_ops, stochastic=_stochastic_rounding_configured())
     if not rewritten:
         return
     originals = {op for op, _ in rewritten}
@@ -369,6 +392,25 @@ def settle_program(program, pipelines=()):
         op for _, made in rewritten for op in made]
 
 
-__all__ = ["compute_in_float32", "settle_program", "disabled", "is_marked", "is_rounding",
+def settle_function_step(ops, outputs):
+    """Rewrite the float16 ops of one step a TF2 program traced (``ops``: the ops
+    ``IPUStrategy.run`` saw its function make, in the function graph being traced), and
+    return ``outputs`` (a nested structure) with each tensor of a replaced op swapped for
+    the tensor that now stands for it."""
+    rewritten = compute_in_float32(ops, stochastic=_stochastic_rounding_configured())
+    if not rewritten:
+        return outputs
+    replaced = _replaced_ops(rewritten[0][0].graph)
+
+    def current(value):
+        if isinstance(value, tf.Tensor) and value.op.name in replaced:
+            return replaced[value.op.name][value.value_index]
+        return value
+
+    return tf.nest.map_structure(current, outputs)
+
+
+__all__ = ["compute_in_float32", "settle_program", "settle_function_step", "is_replaced",
+           "disabled", "is_marked", "is_rounding",
            "is_weight_update", "round_to_nearest", "stochastic_round", "MARK_ATTR",
            "ROUNDING_ATTR", "WEIGHT_UPDATE_ATTR", "STOCHASTIC_ROUNDING_ATTR"]

@@ -267,7 +267,7 @@ def walk(ops, unit_of=None, phase_of_op=None, outputs=None):
     kept = {}       # (tensor name, reading unit) -> bytes
     copied = set()  # (tensor name, reading unit) already counted as a read
     for op in ops:
-        if op not in live:
+        if op not in live or float16.is_replaced(op):
             continue
         unit = unit_of(op)
         work = units.setdefault(unit, UnitWork())
