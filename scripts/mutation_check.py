@@ -129,13 +129,18 @@ MUTATIONS = [
              " + (p == 0))"),
     Mutation("compute-rounded-to-cycles", "ipu_emulator/sim/timeline.py",
              "    return op_cycles / target.clock_hz + max(\n"
-             "        flops / target.achievable_fp32_flops,\n"
+             "        (flops - half_flops) / target.achievable_fp32_flops\n"
+             "        + half_flops / target.achievable_fp16_flops,\n"
              "        bytes_accessed / target.sram_bandwidth_bytes_per_s,\n"
              "    )",
              "    return round(op_cycles + target.clock_hz * max(\n"
-             "        flops / target.achievable_fp32_flops,\n"
+             "        (flops - half_flops) / target.achievable_fp32_flops\n"
+             "        + half_flops / target.achievable_fp16_flops,\n"
              "        bytes_accessed / target.sram_bandwidth_bytes_per_s,\n"
              "    )) / target.clock_hz"),
+    Mutation("float16-products-at-the-float32-rate", "ipu_emulator/sim/timeline.py",
+             "        + half_flops / target.achievable_fp16_flops,",
+             "        + half_flops / target.achievable_fp32_flops,"),
     Mutation("joined-runs-metrics-of-the-last-run", "ipu_emulator/sim/recorded_runs.py",
              "iterations=sum(t.metrics.iterations for t in timelines),",
              "iterations=timelines[-1].metrics.iterations,"),
