@@ -4,13 +4,13 @@ The IPU computes in float16 natively, and faster than in float32; stock TensorFl
 kernels for float16 are many times slower than for float32 (a ResNet-8 step: about 8x).  So
 once ``ipu_compiler.compile`` has built a program (forward pass, gradients, optimizer and
 loops; ``settle_program``), or ``IPUStrategy.run`` has traced a TF2 step inside a function
-(``settle_function_step``), ``compute_in_float32`` rewrites each of its stateless ops that computes in float16
-into: its float16 inputs cast to float32, the same op in float32, and each float16 result
-cast back to float16.  Every tensor the program's other ops see is still float16 and holds
-exactly a float16 value, so what float16 does to a model survives: a result past 65504 is
-inf, one below the smallest subnormal (about 6e-8) is 0, a gradient too small for float16
-vanishes unless the loss is scaled, and a weight update smaller than half a float16 step is
-lost.  Inside one op the arithmetic is float32, as on the IPU with its default float32
+(``settle_function_step``), ``compute_in_float32`` rewrites each of its stateless ops that
+computes in float16 into: its float16 inputs cast to float32, the same op in float32, and
+each float16 result cast back to float16.  Every tensor the program's other ops see is still
+float16 and holds exactly a float16 value, so what float16 does to a model survives: a
+result past 65504 is inf, one below the smallest subnormal (about 6e-8) is 0, a gradient too
+small for float16 vanishes unless the loss is scaled, and a weight update smaller than half
+a float16 step is lost.  Inside one op the arithmetic is float32, as on the IPU with its default float32
 partials (the Poplar option ``partialsType``).
 
 Left as they are: casts, ops that only move data (reshape, slice, concatenate...), simple
@@ -60,7 +60,6 @@ _FAST_IN_FLOAT16 = frozenset({
     "Maximum", "Minimum", "Square", "Abs", "Sign", "BiasAdd", "Greater", "GreaterEqual",
     "Less", "LessEqual", "Equal", "NotEqual",
 })
-
 
 
 def _fast_in_float16(op) -> bool:
@@ -271,9 +270,9 @@ def _stochastic_round_fused(tensor, seed):
 
 def _hashed_bits(shape, seed):
     """13 random bits an element: a counter-based generator (a 32-bit integer hash, Chris
-    Wellons's "lowbias32", of the element's index and ``seed``).  XLA's own random number
-    generators are a hundred times slower on the CPU, and TensorFlow's cost four times the
-    whole rounding."""
+    Wellons's "lowbias32", of the element's index and ``seed``).  On this CPU, XLA's own
+    random number generators took a hundred times as long as TensorFlow's, and TensorFlow's
+    alone took about four times as long as this whole rounding."""
     index = tf.reshape(tf.range(tf.reduce_prod(shape), dtype=tf.int32), shape)
     bits = tf.bitcast(index * -1640531527 + seed, tf.uint32)  # -1640531527: 0x9E3779B9
     for shift, factor in ((16, 0x7FEB352D), (15, 0x846CA68B)):
