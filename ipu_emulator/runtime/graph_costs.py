@@ -232,8 +232,9 @@ class UnitWork:
     """What the ops of one IPU (a shard or a pipeline stage) do in one iteration, by phase
     (``PHASES``): fixed cycles (``hardware.OP_CYCLES``), FLOPs (and of them, those of float16
     matrix products: ``half_flops``) and tile-memory traffic; the bytes of the forward results
-    its backward ops read (activations kept for them); and ``reads``, the tensors it takes from other IPUs: ``{(phase, source unit): [bytes,
-    tensors]}``, each tensor counted once per reading IPU, in the first phase that reads it."""
+    its backward ops read (activations kept for them); and ``reads``, the tensors it takes
+    from other IPUs: ``{(phase, source unit): [bytes, tensors]}``, each tensor counted once
+    per reading IPU, in the first phase that reads it."""
 
     cycles: list = field(default_factory=lambda: [0.0, 0.0, 0.0])
     flops: list = field(default_factory=lambda: [0.0, 0.0, 0.0])
