@@ -3,8 +3,9 @@
 
 Notebook 08 is checked in detail: all cells run without an error, the playground's SVG trace
 redraws at each of five schedule and split changes (widgets froze after a few changes in some
-JupyterLite versions), an invalid gradient accumulation count shows the SDK's message, and a
-reload starts it again from the warm cache.  Every other notebook of lite/build.py's NOTEBOOKS
+JupyterLite versions), an invalid gradient accumulation count shows the SDK's message, and
+after the learner saves an edit, the reset notebooks/README.md gives (clearing the site's
+data) and a reload start it again from the warm cache without the edit.  Every other notebook of lite/build.py's NOTEBOOKS
 runs top to bottom without an error.  No request may leave 127.0.0.1: the site brings
 everything it needs.  The numbers (site size, page open to first trace with a cold and a warm
 cache, redraw time) are printed at the end of the run; README.md quotes them.
@@ -15,8 +16,9 @@ import time
 
 import pytest
 
-from tests.support.lab_driver import (error_outputs, notebook_panel, screenshot, screenshots_dir,
-                        select_dropdown, stderr_outputs, wait_for_html_change, widget_html)
+from tests.support.lab_driver import (code_cell, error_outputs, notebook_panel, save_notebook,
+                                     screenshot, screenshots_dir, select_dropdown,
+                                     stderr_outputs, wait_for_html_change, widget_html)
 from tests.support.lite_driver import (NUMBERS, clear_site_storage, lite_notebooks, open_notebook,
                          site_size, start_run_all, wait_until_all_ran)
 
@@ -28,6 +30,7 @@ REDRAW_TIMEOUT = 60_000   # ms
 CHANGES = [("schedule", "interleaved"), ("schedule", "sequential"), ("split", "middle"),
            ("split", "original"), ("schedule", "grouped")]
 SDK_MESSAGE = re.compile(r"must be a multiple of \d+, but it is 6")
+LEARNERS_EDIT = "a learner's edit, saved before the reset"
 # A learner downloads the whole site on the first visit (a classroom's network carries it
 # once per learner); 41 MB measured, mostly Pyodide and the JupyterLab front end.
 MAX_SITE_MB = 60
@@ -110,12 +113,22 @@ def check_the_playground(page, context, server):
     assert_no_errors(page, network, PLAYGROUND)
     screenshot(playground, screenshots_dir() / "lite_08_playground_invalid_count.png")
 
+    # The learner edits a cell and saves (into the browser's storage, the site's only place
+    # for it); then resets the site as notebooks/README.md says: clearing the site's data.
+    first_cell = code_cell(page, 0)
+    first_cell.locator(".cm-content").click()
+    page.keyboard.press("Control+End")
+    page.keyboard.type("\n# " + LEARNERS_EDIT)
+    assert LEARNERS_EDIT in first_cell.inner_text()
+    save_notebook(page)
+
     # A second visit: the HTTP cache is warm, the saved notebook and workspace are not.
     clear_site_storage(page, origin)
     sent = server.sent_bytes()
     NUMBERS["warm"] = run_playground(page, origin)
     NUMBERS["warm_downloaded_bytes"] = server.sent_bytes() - sent
     assert_no_errors(page, network, PLAYGROUND)
+    assert LEARNERS_EDIT not in code_cell(page, 0).inner_text(), "the reset kept the edit"
 
 
 def run_playground(page, origin) -> dict:
