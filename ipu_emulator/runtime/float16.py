@@ -3,15 +3,16 @@
 The IPU computes in float16 natively, and faster than in float32; stock TensorFlow's CPU
 kernels for float16 are many times slower than for float32 (a ResNet-8 step: about 8x).  So
 once ``ipu_compiler.compile`` has built a program (forward pass, gradients, optimizer and
-loops; ``settle_program``), or ``IPUStrategy.run`` has traced a TF2 step inside a function
-(``settle_function_step``), ``compute_in_float32`` rewrites each of its stateless ops that
-computes in float16 into: its float16 inputs cast to float32, the same op in float32, and
-each float16 result cast back to float16.  Every tensor the program's other ops see is still
-float16 and holds exactly a float16 value, so what float16 does to a model survives: a
-result past 65504 is inf, one below the smallest subnormal (about 6e-8) is 0, a gradient too
-small for float16 vanishes unless the loss is scaled, and a weight update smaller than half
-a float16 step is lost.  Inside one op the arithmetic is float32, as on the IPU with its default float32
-partials (the Poplar option ``partialsType``).
+loops; ``settle_program``), once ``IPUStrategy.run`` has traced a TF2 step inside a
+function (``settle_function_step``), or as each op is made while a TF2 program is traced
+(``computing_traced_ops_in_float32``), ``compute_in_float32`` rewrites each of its
+stateless ops that computes in float16 into: its float16 inputs cast to float32, the same op
+in float32, and each float16 result cast back to float16.  Every tensor the program's other
+ops see is still float16 and holds exactly a float16 value, so what float16 does to a model
+survives: a result past 65504 is inf, one below the smallest subnormal (about 6e-8) is 0, a
+gradient too small for float16 vanishes unless the loss is scaled, and a weight update
+smaller than half a float16 step is lost.  Inside one op the arithmetic is float32, as on
+the IPU with its default float32 partials (the Poplar option ``partialsType``).
 
 Left as they are: casts, ops that only move data (reshape, slice, concatenate...), simple
 element-wise ops whose float16 kernels are fast and exact (``_FAST_IN_FLOAT16``), and stateful
@@ -27,6 +28,7 @@ import threading
 
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2, types_pb2
+from tensorflow.python.framework import op_callbacks
 
 from . import ipu_backend
 
@@ -198,7 +200,8 @@ def _cast(graph, tensor, dtype, name, attrs):
 
 def _float32_inputs(op, casts):
     """``op``'s inputs with each float16 one cast to float32: one cast per tensor, shared
-    by the rewritten ops that read it in the same loop, on the same device and shard."""
+    by the rewritten ops that read it in the same graph and loop, on the same device and
+    shard."""
     graph = op.graph
     placement = _private_attrs(op)
     inputs = []
@@ -206,7 +209,7 @@ def _float32_inputs(op, casts):
         if tensor.dtype != tf.float16:
             inputs.append(tensor)
             continue
-        key = (tensor.name, id(op._get_control_flow_context()), op.device,  # pylint: disable=protected-access
+        key = (id(graph), tensor.name, id(op._get_control_flow_context()), op.device,  # pylint: disable=protected-access
                str(placement.get("_XlaSharding", "")))
         if key not in casts:
             casts[key] = _cast(graph, tensor, tf.float32, op.name + "/f32_in_%d" % i,
@@ -338,20 +341,24 @@ def _rewrite_sgd(op, _, rounding):
     return []
 
 
-def compute_in_float32(ops, rounding=round_to_nearest, stochastic=False):
+def compute_in_float32(ops, rounding=round_to_nearest, stochastic=False, casts=None):
     """Rewrite the float16 ops among ``ops`` (a program's, in creation order) to compute in
     float32 and round their results to float16.  Returns ``[(original op, [ops made])]``;
-    the originals stay in the graph, unused."""
+    the originals stay in the graph, unused.  ``casts``: the float32 casts of float16
+    tensors made so far, to share with earlier calls."""
     if getattr(_state, "disabled", False):
         return []
-    targets = [op for op in ops if _rewritable(op, stochastic) or _sgd_on_float16(op)]
+    # Not the ops a rewrite made or replaced: a TF2 step traced in a rewriting trace
+    # (``computing_traced_ops_in_float32``) is looked at again by ``settle_function_step``.
+    targets = [op for op in ops if not (is_marked(op) or is_replaced(op))
+               and (_rewritable(op, stochastic) or _sgd_on_float16(op))]
     if not targets:
         return []
     graph = targets[0].graph
     setattr(graph, _REWRITTEN_GRAPH, True)
     replaced = _replaced_ops(graph)
     made = []
-    casts = {}
+    casts = {} if casts is None else casts
     saved_context = graph._get_control_flow_context()  # pylint: disable=protected-access
     try:
         for op in targets:
@@ -391,6 +398,32 @@ def settle_program(program, pipelines=()):
         op for _, made in rewritten for op in made]
 
 
+@contextlib.contextmanager
+def computing_traced_ops_in_float32():
+    """While TensorFlow traces a TF2 program in this context, each float16 op is computed in
+    float32 and rounded to float16 as it is made, in every function graph the trace builds
+    (a loop's body too, which is finished before the function around it), through
+    TensorFlow's op callbacks: the op's users, made later, read the rounded results."""
+    if getattr(_state, "disabled", False):
+        yield
+        return
+    stochastic = _stochastic_rounding_configured()
+    casts = {}
+
+    def rewrite_as_made(op_type, inputs, attrs, outputs, op_name=None, graph=None):  # pylint: disable=unused-argument
+        if graph is None or not outputs or not _rewritable(outputs[0].op, stochastic):
+            return None
+        op = outputs[0].op
+        compute_in_float32([op], stochastic=stochastic, casts=casts)
+        return _replaced_ops(graph)[op.name]
+
+    op_callbacks.add_op_callback(rewrite_as_made)
+    try:
+        yield
+    finally:
+        op_callbacks.remove_op_callback(rewrite_as_made)
+
+
 def settle_function_step(ops, outputs):
     """Rewrite the float16 ops of one step a TF2 program traced (``ops``: the ops
     ``IPUStrategy.run`` saw its function make, in the function graph being traced), and
@@ -409,7 +442,8 @@ def settle_function_step(ops, outputs):
     return tf.nest.map_structure(current, outputs)
 
 
-__all__ = ["compute_in_float32", "settle_program", "settle_function_step", "is_replaced",
+__all__ = ["compute_in_float32", "settle_program", "settle_function_step",
+           "computing_traced_ops_in_float32", "is_replaced",
            "disabled", "is_marked", "is_rounding",
            "is_weight_update", "round_to_nearest", "stochastic_round", "MARK_ATTR",
            "ROUNDING_ATTR", "WEIGHT_UPDATE_ATTR", "STOCHASTIC_ROUNDING_ATTR"]

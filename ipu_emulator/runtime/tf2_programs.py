@@ -28,7 +28,7 @@ from tensorflow.python.util import nest
 
 from ipu_emulator import record
 from ipu_emulator.record import ComputeCost
-from . import feed_messages, graph_costs, memory_release
+from . import feed_messages, float16, graph_costs, memory_release
 
 # The attribute of a function graph listing the feeds its program uses.  Each feed (an
 # infeed iterator or an outfeed buffer) exposes ``moved()`` (elements moved so far),
@@ -223,8 +223,11 @@ def program_info(fn, args, kwargs, check_inputs=None, check_outputs=None, key=No
     if info is None:
         if check_inputs is not None:
             check_inputs(nest.flatten((args, kwargs)))
-        concrete = (fn if isinstance(fn, tf.types.experimental.ConcreteFunction)
-                    else fn.get_concrete_function(*args, **kwargs))
+        # Traced here, its float16 ops computed in float32 and rounded as they are made, as
+        # a compiled TF1 program's are (runtime/float16.py).
+        with float16.computing_traced_ops_in_float32():
+            concrete = (fn if isinstance(fn, tf.types.experimental.ConcreteFunction)
+                        else fn.get_concrete_function(*args, **kwargs))
         if check_outputs is not None:
             check_outputs(concrete)
         info = per_function[key] = _ProgramInfo(_function_name(fn), function_cost(concrete),

@@ -63,6 +63,35 @@ def test_a_float16_step_computes_in_float32_and_keeps_float16_overflow(strategy)
     assert float16.is_marked(products[0])
 
 
+def test_a_program_run_eagerly_computes_its_loops_float16_ops_in_float32(strategy):
+    """``strategy.run(program)`` called eagerly, the model inside the program's own loop (the
+    TF2 feeds tutorial's layout): the loop body's ops, made while the program is traced,
+    compute in float32, the convolution's gradient too, and a mean sums in float32 as the
+    IPU's does.  (TensorFlow's float16 mean sums in float16: past 65,504 here, so inf.)"""
+    images = tf.constant(np.full((8, 8, 8, 64), 8.0, np.float16))
+    kernel = tf.Variable(np.full((3, 3, 64, 1), 0.125, np.float16))
+
+    @tf.function
+    def program(images):
+        total = tf.constant(0.0, tf.float16)
+        for _ in tf.range(3):
+            with tf.GradientTape() as tape:
+                # Up to 576 at each of 512 outputs: their mean fits float16, their sum not.
+                loss = tf.reduce_mean(tf.nn.conv2d(images, kernel, 1, "SAME"))
+            kernel.assign_sub(1e-4 * tape.gradient(loss, kernel))
+            total += loss
+        return total
+
+    with strategy.scope():
+        total = strategy.run(program, args=(images,))
+    # Each step's mean: (36 x 576 + 24 x 384 + 4 x 256) / 64 = 484 (inner, edge and corner
+    # outputs), the kernel barely moved by the small updates.
+    assert total.dtype == tf.float16 and float(total) == pytest.approx(3 * 484, rel=0.01)
+    products = traced_products(program)
+    assert {"Conv2D", "Conv2DBackpropFilter"} <= {op.type for op in products}
+    assert all(op.get_attr("T") == tf.float32 and float16.is_marked(op) for op in products)
+
+
 def test_a_mixed_float16_keras_model_trains_and_is_timed_at_the_float16_rate(
         strategy, mixed_float16):
     rng = np.random.default_rng(0)
