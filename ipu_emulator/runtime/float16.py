@@ -84,8 +84,8 @@ def disabled():
         _state.disabled = previous
 
 
-_REWRITTEN_GRAPH = "_ipu_emulator_float16_rewritten"
-# A graph's {name of an op the rewrite replaced: the tensors that stand for its outputs}.
+# A graph's {name of an op the rewrite replaced: the tensors that stand for its outputs};
+# only a graph the rewrite has been in has it.
 _REPLACED_OPS = "_ipu_emulator_float16_replaced"
 
 
@@ -110,8 +110,8 @@ def _stochastic_rounding_configured() -> bool:
 
 
 def _flag(op, name) -> bool:
-    if not getattr(op.graph, _REWRITTEN_GRAPH, False):
-        return False  # the common case, without asking the op
+    if not getattr(op.graph, _REPLACED_OPS, None):
+        return False  # a graph the rewrite has not been in: the common case, asked cheaply
     try:
         return bool(op.get_attr(name))
     except ValueError:
@@ -355,7 +355,6 @@ def compute_in_float32(ops, rounding=round_to_nearest, stochastic=False, casts=N
     if not targets:
         return []
     graph = targets[0].graph
-    setattr(graph, _REWRITTEN_GRAPH, True)
     replaced = _replaced_ops(graph)
     made = []
     casts = {} if casts is None else casts
@@ -411,10 +410,11 @@ def computing_traced_ops_in_float32():
     casts = {}
 
     def rewrite_as_made(op_type, inputs, attrs, outputs, op_name=None, graph=None):  # pylint: disable=unused-argument
-        if graph is None or not outputs or not _rewritable(outputs[0].op, stochastic):
-            return None
+        if graph is None or not outputs:
+            return None  # eager execution, or an op without results (nothing to replace)
         op = outputs[0].op
-        compute_in_float32([op], stochastic=stochastic, casts=casts)
+        if not compute_in_float32([op], stochastic=stochastic, casts=casts):
+            return None
         return _replaced_ops(graph)[op.name]
 
     op_callbacks.add_op_callback(rewrite_as_made)
