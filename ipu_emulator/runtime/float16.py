@@ -1,34 +1,46 @@
-"""Float16 programs computed in float32, rounded to float16 where the IPU stores float16.
+"""Float16 programs computed wide, rounded to float16 where the IPU stores float16.
 
 The IPU computes in float16 natively, and faster than in float32; stock TensorFlow's CPU
-kernels for float16 are many times slower than for float32 (a ResNet-8 step: about 8x).  So
-once ``ipu_compiler.compile`` has built a program (forward pass, gradients, optimizer and
-loops; ``settle_program``), once ``IPUStrategy.run`` has traced a TF2 step inside a
-function (``settle_function_step``), or as each op is made while a TF2 program is traced
-(``computing_traced_ops_in_float32``), ``compute_in_float32`` rewrites each of its
-stateless ops that computes in float16 into: its float16 inputs cast to float32, the same op
-in float32, and each float16 result cast back to float16.  Every tensor the program's other
-ops see is still float16 and holds exactly a float16 value, so what float16 does to a model
-survives: a result past 65504 is inf, one below the smallest subnormal (about 6e-8) is 0, a
-gradient too small for float16 vanishes unless the loss is scaled, and a weight update
-smaller than half a float16 step is lost.  Inside one op the arithmetic is float32, as on
-the IPU with its default float32 partials (the Poplar option ``partialsType``).
+kernels for float16 are many times slower than for float32 (a ResNet-8 step: about 8x), and
+what they compute depends on the host (its vector units, oneDNN or Eigen).  So once
+``ipu_compiler.compile`` has built a program (forward pass, gradients, optimizer and loops;
+``settle_program``), once ``IPUStrategy.run`` has traced a TF2 step inside a function
+(``settle_function_step``), or as each op is made while a TF2 program is traced
+(``computing_traced_ops_wide``), ``compute_wide`` rewrites each of its ops that computes in
+float16 into: its float16 inputs cast to float64, the same op in float64, and each float16
+result rounded to float32 (as the IPU's float32 partials hold it; the Poplar option
+``partialsType``) and then to float16.  Every tensor the program's other ops see is still
+float16 and holds exactly a float16 value, so what float16 does to a model survives: a result
+past 65504 is inf, one below the smallest subnormal (about 6e-8) is 0, a gradient too small
+for float16 vanishes unless the loss is scaled, and a weight update smaller than half a
+float16 step is lost.
 
-Left as they are: casts, ops that only move data (reshape, slice, concatenate...), simple
-element-wise ops whose float16 kernels are fast and exact (``_FAST_IN_FLOAT16``), and stateful
-ops (variable reads and writes, optimizer kernels on float16 variables, feeds) but for plain
-SGD on a float16 variable, so that its update can be rounded stochastically.
+Why float64: a float16 product or sum computed in float32 comes out in whatever order the
+host's kernel adds (oneDNN or Eigen, AVX2 or AVX-512, the number of threads), and a last-bit
+difference in float32 moves the float16 result now and then; a training run then drifts
+apart.  The products and sums of float16 values are exact or nearly so in float64, so the
+float16 results are the same on every host (``tests/emulator/programs/test_float16_hosts.py``
+checks oneDNN's kernels against Eigen's, bit for bit).  An op whose CPU kernel has no float64
+version is computed in float32 (``_compute_dtype``), but for batch normalization, which is
+written out in float64 (``_rewrite_batch_norm``).
+
+Left as they are: casts, ops that only move data (reshape, slice, concatenate...), element-
+wise ops whose float16 kernels round their one exact-or-float32 result once (``_EXACT_IN_
+FLOAT16``: the same bits on every IEEE host), and stateful ops (variable reads and writes,
+feeds), but for the weight updates of float16 variables by plain SGD, momentum and Adam
+(``_UPDATES``), computed wide and rounded like any float16 result (stochastically with
+``floating_point_behaviour.esr``).
 
 Each op the rewrite makes carries the attribute ``_ipu_emulator_float16``: the cost model
-(graph_costs.tensor_bytes) counts its float32 results at float16's two bytes, so the
-simulated IPU time is that of the float16 program.
+(graph_costs.tensor_bytes) counts its wide results at float16's two bytes, so the simulated
+IPU time is that of the float16 program.
 """
 import contextlib
 import threading
 
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2, types_pb2
-from tensorflow.python.framework import op_callbacks
+from tensorflow.python.framework import kernels, op_callbacks
 
 from . import ipu_backend
 
@@ -52,22 +64,24 @@ _DATA_MOVEMENT = frozenset({
     "DynamicStitch", "ParallelDynamicStitch", "Select", "SelectV2", "OneHot",
 })
 
-# Element-wise ops whose TensorFlow float16 kernels are as fast as float32 ones (often
-# faster: half the bytes) and already exact: each element is computed in float32 and
-# rounded to float16, as here.  Casting around them would only cost time.  (Reductions are
-# not among them: TensorFlow's CPU kernels accumulate float16 sums in float16, where the
-# IPU accumulates in float32.)
-_FAST_IN_FLOAT16 = frozenset({
+# Element-wise ops whose TensorFlow float16 kernels give every host the bits the rewrite
+# would: each result is exact (ReLU, max, a comparison...), or one sum, difference or product
+# of two float16 values, which float32 holds exactly or within half a float32 step, so one
+# rounding to float16 is the correctly rounded result (float32 has 24 bits, at least 2 x 11 +
+# 2: double rounding is innocuous), whatever the host computes it in.  And they are as fast as
+# float32 ones.  (Reductions are not among them: TensorFlow's CPU kernels add float16 sums in
+# an order of their own.)
+_EXACT_IN_FLOAT16 = frozenset({
     "Relu", "ReluGrad", "Relu6", "Relu6Grad", "Add", "AddV2", "Sub", "Mul", "Neg",
     "Maximum", "Minimum", "Square", "Abs", "Sign", "BiasAdd", "Greater", "GreaterEqual",
     "Less", "LessEqual", "Equal", "NotEqual",
 })
 
 
-def _fast_in_float16(op) -> bool:
+def _exact_in_float16(op) -> bool:
     # A sum of two float16 tensors is rounded once, as an IPU's; TensorFlow's float16 AddN
-    # of three or more rounds after each addition, so those are computed in float32.
-    return op.type in _FAST_IN_FLOAT16 or (op.type == "AddN" and len(op.inputs) == 2)
+    # of three or more rounds after each addition, so those are computed wide.
+    return op.type in _EXACT_IN_FLOAT16 or (op.type == "AddN" and len(op.inputs) == 2)
 
 
 _state = threading.local()
@@ -119,7 +133,7 @@ def _flag(op, name) -> bool:
 
 
 def is_marked(op) -> bool:
-    """True for an op the rewrite made (its float32 results stand for float16 ones)."""
+    """True for an op the rewrite made (its wide results stand for float16 ones)."""
     return _flag(op, MARK_ATTR)
 
 
@@ -147,14 +161,14 @@ def _half_attrs(op):
 
 
 def _rewritable(op, stochastic) -> bool:
-    """Whether ``op`` computes in float16 and is to be computed in float32 (``stochastic``:
+    """Whether ``op`` computes in float16 and is to be computed wide (``stochastic``:
     its results are rounded stochastically, which TensorFlow's own kernels cannot do)."""
     if not (any(t.dtype == tf.float16 for t in op.inputs)
             or any(t.dtype == tf.float16 for t in op.outputs)):
         return False  # most ops of most programs: asked cheaply, first
     if op.type in _DATA_MOVEMENT or op.type.startswith("_"):
         return False
-    if _fast_in_float16(op) and not _stochastic_rounding_of(op, stochastic):
+    if _exact_in_float16(op) and not _stochastic_rounding_of(op, stochastic):
         return False
     if op.op_def is None or op.op_def.is_stateful:
         return False
@@ -164,15 +178,32 @@ def _rewritable(op, stochastic) -> bool:
     return bool(_half_attrs(op))
 
 
-def _float_attrs(op):
+_HAS_FLOAT64_KERNEL = {}   # op type -> whether its CPU kernel takes float64 where it took float16
+
+
+def _compute_dtype(op):
+    """float64 where the op's CPU kernel has a float64 version for each of its float16 type
+    attributes (matmuls, convolutions, reductions, softmax...), else float32."""
+    if op.type not in _HAS_FLOAT64_KERNEL:
+        half = set(_half_attrs(op))
+        _HAS_FLOAT64_KERNEL[op.type] = any(
+            all(types_pb2.DT_DOUBLE in c.allowed_values.list.type
+                for c in kernel.constraint if c.name in half)
+            for kernel in kernels.get_registered_kernels_for_op(op.type).kernel
+            if kernel.device_type == "CPU")
+    return tf.float64 if _HAS_FLOAT64_KERNEL[op.type] else tf.float32
+
+
+def _wide_attrs(op, dtype):
+    wide = dtype.as_datatype_enum
     attrs = {}
     for name, value in op.node_def.attr.items():
         new = attr_value_pb2.AttrValue()
         new.CopyFrom(value)
         if new.type == types_pb2.DT_HALF:
-            new.type = types_pb2.DT_FLOAT
+            new.type = wide
         if types_pb2.DT_HALF in new.list.type:
-            types = [types_pb2.DT_FLOAT if t == types_pb2.DT_HALF else t
+            types = [wide if t == types_pb2.DT_HALF else t
                      for t in new.list.type]
             del new.list.type[:]
             new.list.type.extend(types)
@@ -198,10 +229,10 @@ def _cast(graph, tensor, dtype, name, attrs):
     return op.outputs[0]
 
 
-def _float32_inputs(op, casts):
-    """``op``'s inputs with each float16 one cast to float32: one cast per tensor, shared
-    by the rewritten ops that read it in the same graph and loop, on the same device and
-    shard."""
+def _wide_inputs(op, casts, dtype):
+    """``op``'s inputs with each float16 one cast to ``dtype``: one cast per tensor and
+    type, shared by the rewritten ops that read it in the same graph and loop, on the same
+    device and shard."""
     graph = op.graph
     placement = _private_attrs(op)
     inputs = []
@@ -210,27 +241,35 @@ def _float32_inputs(op, casts):
             inputs.append(tensor)
             continue
         key = (id(graph), tensor.name, id(op._get_control_flow_context()), op.device,  # pylint: disable=protected-access
-               str(placement.get("_XlaSharding", "")))
+               str(placement.get("_XlaSharding", "")), dtype)
         if key not in casts:
-            casts[key] = _cast(graph, tensor, tf.float32, op.name + "/f32_in_%d" % i,
-                               placement)
+            casts[key] = _cast(graph, tensor, dtype, op.name + "/wide_in_%d" % i, placement)
         inputs.append(casts[key])
     return inputs
 
 
-def _rewrite(op, inputs, rounding):
-    """Build ``op`` again in float32 beside it and move its consumers to the new results."""
+def _rewrite(op, casts, rounding):
+    """Build ``op`` again in float64 (or float32) beside it and move its consumers to the
+    new results."""
     graph = op.graph
     placement = _private_attrs(op)
-    dtypes = [tf.float32 if t.dtype == tf.float16 else t.dtype for t in op.outputs]
-    attrs = _float_attrs(op)
-    new_op = graph.create_op(op.type, inputs, dtypes, name=op.name + "/f32",
-                             attrs=attrs, op_def=op.op_def)
+    wide = _compute_dtype(op)
+    inputs = _wide_inputs(op, casts, wide)
+    dtypes = [wide if t.dtype == tf.float16 else t.dtype for t in op.outputs]
+    new_op = graph.create_op(op.type, inputs, dtypes, name=op.name + "/wide",
+                             attrs=_wide_attrs(op, wide), op_def=op.op_def)
     results = []
     for i, (old, new) in enumerate(zip(op.outputs, new_op.outputs)):
         if old.dtype == tf.float16:
             new = rounding(graph, new, op.name + "/f16_out_%d" % i, placement)
         results.append(new)
+    _move_consumers(op, results)
+    return results
+
+
+def _move_consumers(op, results):
+    """``op``'s consumers read ``results`` instead of its outputs; ops that waited for it
+    wait for the ops that made them."""
     for old, new in zip(op.outputs, results):
         for consumer in list(old.consumers()):
             for index, tensor in enumerate(consumer.inputs):
@@ -240,19 +279,21 @@ def _rewrite(op, inputs, rounding):
         kept = [c for c in dependent.control_inputs if c is not op]
         dependent._remove_all_control_inputs()  # pylint: disable=protected-access
         dependent._add_control_inputs(kept + [r.op for r in results])  # pylint: disable=protected-access
-    return results
 
 
 def round_to_nearest(graph, tensor, name, attrs):
-    """float32 -> float16, to nearest (ties to even): what the IPU does by default."""
+    """float32 or float64 -> float16, to nearest (ties to even): what the IPU does by
+    default.  TensorFlow casts float64 to float16 through float32, as the IPU's float32
+    partials go (a test pins it)."""
     return _cast(graph, tensor, tf.float16, name, attrs)
 
 
 def stochastic_round(graph, tensor, name, attrs):
-    """float32 -> float16 rounded stochastically: up with probability equal to the distance
+    """float32 or float64 -> float16 rounded stochastically: up with probability equal to the distance
     from the float16 value below, in float16 steps, so the rounding is unbiased on average
     (``floating_point_behaviour.esr``)."""
     with graph._attr_scope(_with_flag(attrs, ROUNDING_ATTR)), tf.name_scope(name):  # pylint: disable=protected-access
+        tensor = tf.cast(tensor, tf.float32)   # a float64 result: the IPU's float32 partial
         # A fresh seed at each run: runs differ, and a graph seed (--seed) repeats them.
         # (int32: the IPU has no uint32 tensors, and the emulator checks.)
         seed = tf.random.uniform([], -2 ** 31, 2 ** 31 - 1, dtype=tf.int32)
@@ -312,46 +353,194 @@ def _stochastic_rounding_of(op, default):
         return default
 
 
-def _sgd_on_float16(op) -> bool:
-    return (op.type == "ResourceApplyGradientDescent"
-            and op.get_attr("T") == tf.float16)
+def _sgd(var, alpha, delta, **_):
+    return {"var": var - alpha * delta}
 
 
-def _rewrite_sgd(op, _, rounding):
-    """``var -= alpha * delta`` on a float16 variable, in float32, the result rounded to
-    float16 as the IPU's weight update does (stochastically when esr is on)."""
+def _momentum(var, accum, lr, grad, momentum, use_nesterov, **_):
+    accum = accum * momentum + grad
+    step = grad * lr + accum * momentum * lr if use_nesterov else lr * accum
+    return {"var": var - step, "accum": accum}
+
+
+def _keras_momentum(var, accum, lr, grad, momentum, use_nesterov, **_):
+    accum = accum * momentum - lr * grad
+    step = accum * momentum - lr * grad if use_nesterov else accum
+    return {"var": var + step, "accum": accum}
+
+
+def _adam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad,
+          use_nesterov, **_):
+    lr_t = lr * tf.sqrt(1 - beta2_power) / (1 - beta1_power)
+    m = m + (grad - m) * (1 - beta1)
+    v = v + (tf.square(grad) - v) * (1 - beta2)
+    direction = grad * (1 - beta1) + beta1 * m if use_nesterov else m
+    return {"var": var - direction * lr_t / (epsilon + tf.sqrt(v)), "m": m, "v": v}
+
+
+# The weight updates of float16 variables computed wide, as TensorFlow's kernels define them
+# (training_ops): op type -> the new value of each variable the op updates, by input name.
+_UPDATES = {"ResourceApplyGradientDescent": _sgd, "ResourceApplyMomentum": _momentum,
+            "ResourceApplyKerasMomentum": _keras_momentum, "ResourceApplyAdam": _adam}
+
+
+def _float16_update(op) -> bool:
+    return op.type in _UPDATES and op.get_attr("T") == tf.float16
+
+
+def _rewrite_update(op, _, rounding):
+    """A float16 variable's weight update (``_UPDATES``), in float64: each variable it
+    updates is read, its new value rounded to float16 as the IPU's weight update does
+    (stochastically when esr is on) and written back."""
     graph = op.graph
     placement = _private_attrs(op)
-    handle, alpha, delta = op.inputs
-    with tf.name_scope(op.name + "/f32"):
+    names = [arg.name for arg in op.op_def.input_arg]
+    with tf.name_scope(op.name + "/wide"):
+        values, handles = {}, {}
         with graph._attr_scope(_with_flag(placement, ROUNDING_ATTR)):  # pylint: disable=protected-access
-            value = tf.cast(tf.raw_ops.ReadVariableOp(resource=handle, dtype=tf.float16),
-                            tf.float32)
-            step = tf.cast(alpha, tf.float32) * tf.cast(delta, tf.float32)
+            for name, tensor in zip(names, op.inputs):
+                if tensor.dtype == tf.resource:
+                    handles[name] = tensor
+                    tensor = tf.raw_ops.ReadVariableOp(resource=tensor, dtype=tf.float16)
+                values[name] = tf.cast(tensor, tf.float64)
         with graph._attr_scope(_with_flag(placement, WEIGHT_UPDATE_ATTR)):  # pylint: disable=protected-access
-            updated = value - step
-    new_value = rounding(graph, updated, op.name + "/f16_out", placement)
-    with graph._attr_scope(placement):  # pylint: disable=protected-access
-        assign = tf.raw_ops.AssignVariableOp(resource=handle, value=new_value,
-                                             name=op.name + "/assign")
+            updated = _UPDATES[op.type](use_nesterov=_attr(op, "use_nesterov", False),
+                                        **values)
+    assigns = []
+    for name, value in updated.items():
+        new_value = rounding(graph, value, "%s/f16_%s" % (op.name, name), placement)
+        with graph._attr_scope(placement):  # pylint: disable=protected-access
+            assigns.append(tf.raw_ops.AssignVariableOp(
+                resource=handles[name], value=new_value, name="%s/assign_%s" % (op.name, name)))
     for dependent in list(op._control_outputs):  # pylint: disable=protected-access
         kept = [c for c in dependent.control_inputs if c is not op]
         dependent._remove_all_control_inputs()  # pylint: disable=protected-access
-        dependent._add_control_inputs(kept + [assign])  # pylint: disable=protected-access
+        dependent._add_control_inputs(kept + assigns)  # pylint: disable=protected-access
     return []
 
 
-def compute_in_float32(ops, rounding=round_to_nearest, stochastic=False, casts=None):
+def _attr(op, name, default):
+    try:
+        return op.get_attr(name)
+    except ValueError:
+        return default
+
+
+_BATCH_NORMS = frozenset({"FusedBatchNormV2", "FusedBatchNormV3"})
+_BATCH_NORM_GRADS = frozenset({"FusedBatchNormGradV2", "FusedBatchNormGradV3"})
+
+
+def _batch_norm_layout(op, x):
+    """The axes a batch norm reduces over, and ``f(per-channel vector)`` shaped to
+    broadcast against ``x``."""
+    if op.get_attr("data_format") in (b"NCHW", "NCHW", b"NCDHW", "NCDHW"):
+        axes = [0] + list(range(2, x.shape.rank))
+        return axes, lambda c: tf.reshape(c, [1, -1] + [1] * (x.shape.rank - 2))
+    return list(range(x.shape.rank - 1)), lambda c: c
+
+
+def _batch_statistics(x, axes, channel):
+    mean = tf.reduce_mean(x, axes)
+    centred = x - channel(mean)
+    return mean, centred, tf.reduce_mean(tf.square(centred), axes)
+
+
+def _rewrite_batch_norm(op, casts, rounding):
+    """A fused batch norm of float16 data (whose CPU kernel has no float64 version) written
+    out in float64: the batch's mean and variance, the normalized output rounded to float16,
+    and the statistics the op returns in float32, as the SDK's does."""
+    graph = op.graph
+    placement = _private_attrs(op)
+    inputs = _wide_inputs(op, casts, tf.float64)
+    epsilon = op.get_attr("epsilon")
+    with tf.name_scope(op.name + "/wide"):
+        with graph._attr_scope(_with_flag(placement, ROUNDING_ATTR)):  # pylint: disable=protected-access
+            x, scale, offset, mean_in, variance_in = (tf.cast(t, tf.float64) for t in inputs)
+            axes, channel = _batch_norm_layout(op, x)
+            if op.get_attr("is_training"):
+                mean, centred, variance = _batch_statistics(x, axes, channel)
+                count = tf.cast(tf.size(x) // tf.size(mean), tf.float64)
+                unbiased = variance * count / tf.maximum(count - 1, 1)
+                factor = _attr(op, "exponential_avg_factor", 1.0)
+                if factor != 1.0:
+                    batch_mean = (1 - factor) * mean_in + factor * mean
+                    batch_variance = (1 - factor) * variance_in + factor * unbiased
+                else:
+                    batch_mean, batch_variance = mean, unbiased
+            else:
+                mean, variance = mean_in, variance_in
+                centred = x - channel(mean)
+                batch_mean, batch_variance = mean_in, variance_in
+            gain = channel(scale * tf.math.rsqrt(variance + epsilon))
+        with graph._attr_scope(placement):  # pylint: disable=protected-access
+            normalized = centred * gain + channel(offset)   # the op's cost: one result
+    y = rounding(graph, normalized, op.name + "/f16_out_0", placement)
+    with graph._attr_scope(_with_flag(placement, ROUNDING_ATTR)):  # pylint: disable=protected-access
+        statistics = [tf.cast(t, tf.float32) for t in (batch_mean, batch_variance, mean,
+                                                       variance)]
+        # The gradient's reserve space (V3): unused, as the rewritten gradient recomputes.
+        extra = [tf.zeros([0], tf.float32)] * (len(op.outputs) - 5)
+    results = [y] + statistics + extra
+    _move_consumers(op, results)
+    return results
+
+
+def _rewrite_batch_norm_grad(op, casts, rounding):
+    """A fused batch norm's gradient for float16 data, in float64.  In training the batch's
+    statistics are computed again from ``x`` (the forward op's reserve space may come from
+    an op the rewrite replaced); otherwise the saved mean and variance are the op's inputs."""
+    graph = op.graph
+    placement = _private_attrs(op)
+    inputs = _wide_inputs(op, casts, tf.float64)[:5]
+    epsilon = op.get_attr("epsilon")
+    with tf.name_scope(op.name + "/wide"):
+        with graph._attr_scope(_with_flag(placement, ROUNDING_ATTR)):  # pylint: disable=protected-access
+            dy, x, scale, saved_mean, saved_variance = (tf.cast(t, tf.float64) for t in inputs)
+            axes, channel = _batch_norm_layout(op, x)
+            if op.get_attr("is_training"):
+                _, centred, variance = _batch_statistics(x, axes, channel)
+            else:
+                centred, variance = x - channel(saved_mean), saved_variance
+            inverse_std = tf.math.rsqrt(variance + epsilon)
+            normalized = centred * channel(inverse_std)
+            offset_grad = tf.reduce_sum(dy, axes)
+            scale_grad = tf.reduce_sum(dy * normalized, axes)
+            if op.get_attr("is_training"):
+                count = tf.cast(tf.size(x) // tf.size(inverse_std), tf.float64)
+                dy = dy - channel(offset_grad / count) - normalized * channel(scale_grad / count)
+        with graph._attr_scope(placement):  # pylint: disable=protected-access
+            x_grad = dy * channel(scale * inverse_std)   # the op's cost: one result
+    dx = rounding(graph, x_grad, op.name + "/f16_out_0", placement)
+    with graph._attr_scope(_with_flag(placement, ROUNDING_ATTR)):  # pylint: disable=protected-access
+        grads = [tf.cast(t, tf.float32) for t in (scale_grad, offset_grad)]
+        extra = [tf.zeros([0], tf.float32)] * (len(op.outputs) - 3)
+    results = [dx] + grads + extra
+    _move_consumers(op, results)
+    return results
+
+
+def _rewrite_for(op):
+    """How ``op`` is rewritten."""
+    if _float16_update(op):
+        return _rewrite_update
+    if op.type in _BATCH_NORMS:
+        return _rewrite_batch_norm
+    if op.type in _BATCH_NORM_GRADS:
+        return _rewrite_batch_norm_grad
+    return _rewrite
+
+
+def compute_wide(ops, rounding=round_to_nearest, stochastic=False, casts=None):
     """Rewrite the float16 ops among ``ops`` (a program's, in creation order) to compute in
-    float32 and round their results to float16.  Returns ``[(original op, [ops made])]``;
-    the originals stay in the graph, unused.  ``casts``: the float32 casts of float16
-    tensors made so far, to share with earlier calls."""
+    float64 (or float32) and round their results to float16.  Returns ``[(original op, [ops
+    made])]``; the originals stay in the graph, unused.  ``casts``: the wide casts of
+    float16 tensors made so far, to share with earlier calls."""
     if getattr(_state, "disabled", False):
         return []
     # Not the ops a rewrite made or replaced: a TF2 step traced in a rewriting trace
-    # (``computing_traced_ops_in_float32``) is looked at again by ``settle_function_step``.
+    # (``computing_traced_ops_wide``) is looked at again by ``settle_function_step``.
     targets = [op for op in ops if not (is_marked(op) or is_replaced(op))
-               and (_rewritable(op, stochastic) or _sgd_on_float16(op))]
+               and (_rewritable(op, stochastic) or _float16_update(op))]
     if not targets:
         return []
     graph = targets[0].graph
@@ -367,10 +556,8 @@ def compute_in_float32(ops, rounding=round_to_nearest, stochastic=False, casts=N
                 graph._set_control_flow_context(op._get_control_flow_context())  # pylint: disable=protected-access
                 chosen = (stochastic_round if _stochastic_rounding_of(op, stochastic)
                           else rounding)
-                sgd = _sgd_on_float16(op)
-                inputs = None if sgd else _float32_inputs(op, casts)
                 with graph.control_dependencies(op.control_inputs):
-                    replaced[op.name] = (_rewrite_sgd if sgd else _rewrite)(op, inputs, chosen)
+                    replaced[op.name] = _rewrite_for(op)(op, casts, chosen)
             made.append((op, graph.get_operations()[first:]))
     finally:
         graph._set_control_flow_context(saved_context)  # pylint: disable=protected-access
@@ -378,11 +565,11 @@ def compute_in_float32(ops, rounding=round_to_nearest, stochastic=False, casts=N
 
 
 def settle_program(program, pipelines=()):
-    """Rewrite a just-built program's float16 ops (``compute_in_float32``) and keep its
+    """Rewrite a just-built program's float16 ops (``compute_wide``) and keep its
     bookkeeping whole: the originals leave ``program.new_ops`` and the ops made join it,
     in a pipeline's stage (``pipelines``: the program's ``programs.PipelineBuild``s) and
     among other replicas' ops as their original was."""
-    rewritten = compute_in_float32(program.new_ops, stochastic=_stochastic_rounding_configured())
+    rewritten = compute_wide(program.new_ops, stochastic=_stochastic_rounding_configured())
     if not rewritten:
         return
     originals = {op for op, _ in rewritten}
@@ -398,9 +585,9 @@ def settle_program(program, pipelines=()):
 
 
 @contextlib.contextmanager
-def computing_traced_ops_in_float32():
-    """While TensorFlow traces a TF2 program in this context, each float16 op is computed in
-    float32 and rounded to float16 as it is made, in every function graph the trace builds
+def computing_traced_ops_wide():
+    """While TensorFlow traces a TF2 program in this context, each float16 op is computed
+    wide and rounded to float16 as it is made, in every function graph the trace builds
     (a loop's body too, which is finished before the function around it), through
     TensorFlow's op callbacks: the op's users, made later, read the rounded results."""
     if getattr(_state, "disabled", False):
@@ -413,7 +600,7 @@ def computing_traced_ops_in_float32():
         if graph is None or not outputs:
             return None  # eager execution, or an op without results (nothing to replace)
         op = outputs[0].op
-        if not compute_in_float32([op], stochastic=stochastic, casts=casts):
+        if not compute_wide([op], stochastic=stochastic, casts=casts):
             return None
         return _replaced_ops(graph)[op.name]
 
@@ -429,7 +616,7 @@ def settle_function_step(ops, outputs):
     ``IPUStrategy.run`` saw its function make, in the function graph being traced), and
     return ``outputs`` (a nested structure) with each tensor of a replaced op swapped for
     the tensor that now stands for it."""
-    rewritten = compute_in_float32(ops, stochastic=_stochastic_rounding_configured())
+    rewritten = compute_wide(ops, stochastic=_stochastic_rounding_configured())
     if not rewritten:
         return outputs
     replaced = _replaced_ops(rewritten[0][0].graph)
@@ -442,8 +629,8 @@ def settle_function_step(ops, outputs):
     return tf.nest.map_structure(current, outputs)
 
 
-__all__ = ["compute_in_float32", "settle_program", "settle_function_step",
-           "computing_traced_ops_in_float32", "is_replaced",
+__all__ = ["compute_wide", "settle_program", "settle_function_step",
+           "computing_traced_ops_wide", "is_replaced",
            "disabled", "is_marked", "is_rounding",
            "is_weight_update", "round_to_nearest", "stochastic_round", "MARK_ATTR",
            "ROUNDING_ATTR", "WEIGHT_UPDATE_ATTR", "STOCHASTIC_ROUNDING_ATTR"]

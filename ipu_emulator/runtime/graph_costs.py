@@ -49,11 +49,11 @@ def _elements(tensor) -> int:
 
 def tensor_bytes(tensor) -> int:
     """Bytes of a tensor's value (0 when its shape is not fully known, or for a handle,
-    variant or string, whose type has no size).  A float32 result of an op that computes a
-    float16 op in float32 (runtime/float16.py) counts at float16's two bytes."""
+    variant or string, whose type has no size).  A float32 or float64 result of an op that
+    computes a float16 op wide (runtime/float16.py) counts at float16's two bytes."""
     if tensor.dtype in (tf.resource, tf.variant, tf.string):
         return 0
-    if tensor.dtype == tf.float32 and float16.is_marked(tensor.op):
+    if tensor.dtype in (tf.float32, tf.float64) and float16.is_marked(tensor.op):
         return _elements(tensor) * 2
     return _elements(tensor) * tensor.dtype.size
 
@@ -80,7 +80,7 @@ _MATRIX_PRODUCTS = frozenset({
 def half_matrix_product(op) -> bool:
     """A matmul or convolution of float16 operands, which the IPU's accumulating matrix
     units do at its float16 rate: four times float32's on every IPU.  (The emulator computes
-    a float16 program's products in float32 and marks them: ``float16.is_marked``.)"""
+    a float16 program's products in float64 and marks them: ``float16.is_marked``.)"""
     return op.type in _MATRIX_PRODUCTS and (
         float16.is_marked(op) or any(t.dtype == tf.float16 for t in op.inputs))
 

@@ -223,9 +223,9 @@ def program_info(fn, args, kwargs, check_inputs=None, check_outputs=None, key=No
     if info is None:
         if check_inputs is not None:
             check_inputs(nest.flatten((args, kwargs)))
-        # Traced here, its float16 ops computed in float32 and rounded as they are made, as
+        # Traced here, its float16 ops computed wide and rounded as they are made, as
         # a compiled TF1 program's are (runtime/float16.py).
-        with float16.computing_traced_ops_in_float32():
+        with float16.computing_traced_ops_wide():
             concrete = (fn if isinstance(fn, tf.types.experimental.ConcreteFunction)
                         else fn.get_concrete_function(*args, **kwargs))
         if check_outputs is not None:

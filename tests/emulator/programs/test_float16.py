@@ -1,4 +1,4 @@
-"""Float16 programs (runtime/float16.py): computed in float32, rounded to float16 where the
+"""Float16 programs (runtime/float16.py): computed in float64, rounded to float16 where the
 IPU stores float16, so they run near float32 speed and keep float16's overflow, underflow,
 loss-scaling and stochastic-rounding behaviour (Graphcore's half-precision training
 tutorial; ``IPUConfig.floating_point_behaviour``, ``ipu.scopes.stochastic_rounding`` and
@@ -44,21 +44,25 @@ def conv_inputs(dtype):
             rng.standard_normal((144, 5)).astype(dtype))
 
 
-def test_float16_program_computes_in_float32_and_rounds_to_float16(graph, sess):
+def test_float16_program_computes_in_float64_and_rounds_to_float16(graph, sess):
     configure()
     values = conv_inputs(np.float16)
     [logits] = compile_on_ipu(conv_net, [tf.constant(v) for v in values])
     program = program_of(graph, logits)
     convs = [op for op in program.new_ops if op.type in ("Conv2D", "MatMul")]
-    # What runs is float32, and marked as standing for float16; the float16 originals left.
-    assert [op.get_attr("T") for op in convs] == [tf.float32, tf.float32]
+    # What runs is float64, and marked as standing for float16; the float16 originals left.
+    assert [op.get_attr("T") for op in convs] == [tf.float64, tf.float64]
     assert all(float16.is_marked(op) for op in convs)
     assert logits.dtype == tf.float16
-    # Each op's result is its float32 result rounded to float16, as on the IPU.
-    as32 = [tf.constant(v.astype(np.float32)) for v in values]
-    x = tf.cast(tf.nn.relu(tf.cast(tf.nn.conv2d(as32[0], as32[1], [1, 1, 1, 1], "SAME"),
-                                   tf.float16)), tf.float32)
-    expected = tf.cast(tf.matmul(tf.reshape(x, [2, -1]), as32[2]), tf.float16)
+    # Each op's result is its float64 result rounded to float32 and then to float16.
+    as64 = [tf.constant(v.astype(np.float64)) for v in values]
+
+    def rounded(wide):
+        return tf.cast(tf.cast(wide, tf.float32), tf.float16)
+
+    x = tf.cast(tf.nn.relu(rounded(tf.nn.conv2d(as64[0], as64[1], [1, 1, 1, 1], "SAME"))),
+                tf.float64)
+    expected = rounded(tf.matmul(tf.reshape(x, [2, -1]), as64[2]))
     got, want = sess.run([logits, expected])
     np.testing.assert_array_equal(got, want)
     # and agrees with TensorFlow's own float16 kernels to float16's precision.

@@ -1,5 +1,5 @@
 """Float16 in TF2: the step a function runs with ``IPUStrategy.run`` (IPU Keras's steps
-among them) computes its float16 ops in float32 and rounds their results to float16, as a
+among them) computes its float16 ops in float64 and rounds their results to float16, as a
 compiled TF1 program does (runtime/float16.py), so a ``mixed_float16`` Keras model trains at
 float32's speed, not at TensorFlow's slow CPU float16 kernels; float16's overflow stays, and
 the simulated IPU does its float16 matrix products at the float16 rate."""
@@ -41,7 +41,7 @@ def traced_products(function):
     return products
 
 
-def test_a_float16_step_computes_in_float32_and_keeps_float16_overflow(strategy):
+def test_a_float16_step_computes_in_float64_and_keeps_float16_overflow(strategy):
     big = tf.constant(np.full((2, 2), 200.0, np.float16))
     small = tf.constant(np.full((2, 2), 0.1, np.float16))
 
@@ -55,19 +55,19 @@ def test_a_float16_step_computes_in_float32_and_keeps_float16_overflow(strategy)
     with strategy.scope():
         overflowed, exact = program(big), program(small)
     assert overflowed.dtype == tf.float16 and np.all(np.isposinf(overflowed.numpy()))
-    # The float32 sum of two products of float16 0.1 (0.0999756), rounded once to float16.
-    tenth = np.float32(np.float16(0.1))
+    # The exact sum of two products of float16 0.1 (0.0999756), rounded once to float16.
+    tenth = np.float64(np.float16(0.1))
     np.testing.assert_array_equal(exact.numpy(), np.full((2, 2), np.float16(2 * tenth * tenth)))
     products = traced_products(program)   # one trace: both calls have one signature
-    assert [op.get_attr("T") for op in products] == [tf.float32]
+    assert [op.get_attr("T") for op in products] == [tf.float64]
     assert float16.is_marked(products[0])
 
 
-def test_a_program_run_eagerly_computes_its_loops_float16_ops_in_float32(strategy):
+def test_a_program_run_eagerly_computes_its_loops_float16_ops_wide(strategy):
     """``strategy.run(program)`` called eagerly, the model inside the program's own loop (the
     TF2 feeds tutorial's layout): the loop body's ops, made while the program is traced,
-    compute in float32, the convolution's gradient too, and a mean sums in float32 as the
-    IPU's does.  (TensorFlow's float16 mean sums in float16: past 65,504 here, so inf.)"""
+    compute in float64, the convolution's gradient too, and a mean sums wide as the IPU's
+    does.  (TensorFlow's float16 mean sums in float16: past 65,504 here, so inf.)"""
     images = tf.constant(np.full((8, 8, 8, 64), 8.0, np.float16))
     kernel = tf.Variable(np.full((3, 3, 64, 1), 0.125, np.float16))
 
@@ -89,7 +89,7 @@ def test_a_program_run_eagerly_computes_its_loops_float16_ops_in_float32(strateg
     assert total.dtype == tf.float16 and float(total) == pytest.approx(3 * 484, rel=0.01)
     products = traced_products(program)
     assert {"Conv2D", "Conv2DBackpropFilter"} <= {op.type for op in products}
-    assert all(op.get_attr("T") == tf.float32 and float16.is_marked(op) for op in products)
+    assert all(op.get_attr("T") == tf.float64 and float16.is_marked(op) for op in products)
 
 
 def test_a_mixed_float16_keras_model_trains_and_is_timed_at_the_float16_rate(
@@ -110,11 +110,11 @@ def test_a_mixed_float16_keras_model_trains_and_is_timed_at_the_float16_rate(
             history = model.fit(images, labels, batch_size=16, epochs=3, verbose=0)
     losses = history.history["loss"]
     assert losses[-1] < losses[0]
-    # The convolution and its two gradients compute in float32 (the dense layer is float32).
+    # The convolution and its two gradients compute in float64 (the dense layer is float32).
     products = traced_products(model.train_function)
     convolutions = [op for op in products if op.type.startswith("Conv2D")]
     assert {"Conv2D", "Conv2DBackpropFilter"} <= {op.type for op in convolutions}
-    assert all(op.get_attr("T") == tf.float32 and float16.is_marked(op) for op in convolutions)
+    assert all(op.get_attr("T") == tf.float64 and float16.is_marked(op) for op in convolutions)
     cost = runs.runs[0].step_cost
     forward, backward, _ = cost.phase_half_flops
     # The convolution's products are float16; the last layer's are float32, as its dtype says.
