@@ -5,11 +5,12 @@ norm, global average pooling, a dense layer) trains on the CIFAR-10 sample, batc
 on-device loop (``loops.repeat`` + ``IPUInfeedQueue``), twice: once computing in float16
 (float32 master weights cast to float16 by a custom getter, the loss scaled by 128), once in
 float32.  The two run interleaved, round after round, so machine noise hits both alike, and
-the median times per step are compared as a ratio; a third copy runs in float16 with
+the median times per step are compared as a ratio; a third copy runs in float16 with its
+products and convolutions in float32 (``IPU_EMULATOR_FLOAT16=fast``), a fourth with
 stochastic rounding on (``floating_point_behaviour.esr``).  Stock TensorFlow's CPU kernels for
 float16 are many times slower than float32; the emulator computes float16 programs in
-float32 and rounds to float16 where the IPU stores float16 (runtime/float16.py), so the
-ratio should stay close to 1.
+float64 (the same bits on every host), or in float32 where asked, and rounds to float16
+where the IPU stores float16 (runtime/float16.py).
 
 Usage:  python bench/float16.py [--steps N] [--rounds R] [--raw]
 (--raw: also time the float16 model without the emulator's float32 compute.)
@@ -29,6 +30,7 @@ import tensorflow.compat.v1 as tf  # noqa: E402
 tf.disable_v2_behavior()
 from ipu_emulator import ipu  # noqa: E402
 from ipu_emulator.data import datasets  # noqa: E402
+from ipu_emulator.runtime import float16 as float16_compute  # noqa: E402
 
 BATCH = 32
 LOSS_SCALING = 128.0
@@ -126,11 +128,16 @@ def main():
 
     variants = {"float32": _session(tf.float32, args.steps),
                 "float16": _session(tf.float16, args.steps)}
+    # Built with IPU_EMULATOR_FLOAT16=fast: its products and convolutions in float32.
+    os.environ[float16_compute.SPEED_SETTING] = "fast"
+    try:
+        variants["float16, IPU_EMULATOR_FLOAT16=fast"] = _session(tf.float16, args.steps)
+    finally:
+        os.environ.pop(float16_compute.SPEED_SETTING)
     cfg.floating_point_behaviour.esr = ipu.config.StochasticRoundingBehaviour.ON
     cfg.configure_ipu_system()
     variants["float16, stochastic rounding"] = _session(tf.float16, args.steps)
     if args.raw:
-        from ipu_emulator.runtime import float16 as float16_compute
         with float16_compute.disabled():
             variants["float16, TF's own kernels"] = _session(tf.float16, args.steps)
     times = {name: [] for name in variants}

@@ -20,7 +20,9 @@ host's kernel adds (oneDNN or Eigen, AVX2 or AVX-512, the number of threads), an
 difference in float32 moves the float16 result now and then; a training run then drifts
 apart.  The products and sums of float16 values are exact or nearly so in float64, so the
 float16 results are the same on every host (``tests/emulator/programs/test_float16_hosts.py``
-checks oneDNN's kernels against Eigen's, bit for bit).  An op whose CPU kernel has no float64
+checks oneDNN's kernels against Eigen's, bit for bit).  That costs time: float64 products
+are several times slower than float32 ones on a CPU, so ``IPU_EMULATOR_FLOAT16=fast``
+computes matrix products and convolutions in float32 (``fast_products``).  An op whose CPU kernel has no float64
 version is computed in float32 (``_compute_dtype``), but for batch normalization, which is
 written out in float64 (``_rewrite_batch_norm``).
 
@@ -29,13 +31,15 @@ wise ops whose float16 kernels round their one exact-or-float32 result once (``_
 FLOAT16``: the same bits on every IEEE host), and stateful ops (variable reads and writes,
 feeds), but for the weight updates of float16 variables by plain SGD, momentum and Adam
 (``_UPDATES``), computed wide and rounded like any float16 result (stochastically with
-``floating_point_behaviour.esr``).
+``floating_point_behaviour.esr``), and, with esr, additions to float16 variables
+(``_ACCUMULATIONS``: a gradient accumulator's).
 
 Each op the rewrite makes carries the attribute ``_ipu_emulator_float16``: the cost model
 (graph_costs.tensor_bytes) counts its wide results at float16's two bytes, so the simulated
 IPU time is that of the float16 program.
 """
 import contextlib
+import os
 import threading
 
 import tensorflow as tf
@@ -48,9 +52,12 @@ MARK_ATTR = "_ipu_emulator_float16"
 # The rewrite's own helpers (stochastic rounding's arithmetic, a weight update's reads and
 # casts): free for the cost model, as the IPU rounds in the same instruction.
 ROUNDING_ATTR = "_ipu_emulator_rounding"
-# The subtraction of a float16 variable's rewritten SGD update: the cost model's
+# The arithmetic of a float16 variable's rewritten weight update: the cost model's
 # weight-update kernel.
 WEIGHT_UPDATE_ATTR = "_ipu_emulator_weight_update"
+# The addition of a float16 accumulator's rewritten ``assign_add``: an in-place accumulation
+# for the cost model.
+ACCUMULATION_ATTR = "_ipu_emulator_accumulation"
 
 # Ops that only move or re-label data: exact in float16 and as fast, so not worth two casts.
 _DATA_MOVEMENT = frozenset({
@@ -147,6 +154,11 @@ def is_weight_update(op) -> bool:
     return _flag(op, WEIGHT_UPDATE_ATTR)
 
 
+def is_accumulation(op) -> bool:
+    """True for the addition of a float16 accumulator's rewritten ``assign_add``."""
+    return _flag(op, ACCUMULATION_ATTR)
+
+
 def _with_flag(attrs, name):
     return dict(attrs, **{name: attr_value_pb2.AttrValue(b=True)})
 
@@ -180,10 +192,33 @@ def _rewritable(op, stochastic) -> bool:
 
 _HAS_FLOAT64_KERNEL = {}   # op type -> whether its CPU kernel takes float64 where it took float16
 
+# IPU_EMULATOR_FLOAT16=fast: matrix products and convolutions in float32, at about float32's
+# speed (float64's are several times slower on a CPU), their float16 results then depending
+# on the order the host's kernels add in (docs/fidelity.md).
+SPEED_SETTING = "IPU_EMULATOR_FLOAT16"
+_PRODUCTS = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Conv2D",
+                       "Conv2DBackpropInput", "Conv2DBackpropFilter", "Conv3D",
+                       "Conv3DBackpropInputV2", "Conv3DBackpropFilterV2",
+                       "DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
+                       "DepthwiseConv2dNativeBackpropFilter"})
+
+
+def fast_products() -> bool:
+    """Whether ``IPU_EMULATOR_FLOAT16`` asks for float32 products (``fast``); anything but
+    ``exact`` (the default) or ``fast`` is refused with the accepted values."""
+    setting = os.environ.get(SPEED_SETTING, "exact")
+    if setting not in ("exact", "fast"):
+        raise ValueError("%s=%r: use 'exact' (the default: the same float16 bits on every "
+                         "host) or 'fast' (products in float32)" % (SPEED_SETTING, setting))
+    return setting == "fast"
+
 
 def _compute_dtype(op):
     """float64 where the op's CPU kernel has a float64 version for each of its float16 type
-    attributes (matmuls, convolutions, reductions, softmax...), else float32."""
+    attributes (matmuls, convolutions, reductions, softmax...), else float32; matrix
+    products and convolutions in float32 with ``IPU_EMULATOR_FLOAT16=fast``."""
+    if op.type in _PRODUCTS and fast_products():
+        return tf.float32
     if op.type not in _HAS_FLOAT64_KERNEL:
         half = set(_half_attrs(op))
         _HAS_FLOAT64_KERNEL[op.type] = any(
@@ -378,20 +413,36 @@ def _adam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad,
     return {"var": var - direction * lr_t / (epsilon + tf.sqrt(v)), "m": m, "v": v}
 
 
+def _assign_add(resource, value, **_):
+    return {"resource": resource + value}
+
+
+def _assign_sub(resource, value, **_):
+    return {"resource": resource - value}
+
+
 # The weight updates of float16 variables computed wide, as TensorFlow's kernels define them
 # (training_ops): op type -> the new value of each variable the op updates, by input name.
 _UPDATES = {"ResourceApplyGradientDescent": _sgd, "ResourceApplyMomentum": _momentum,
             "ResourceApplyKerasMomentum": _keras_momentum, "ResourceApplyAdam": _adam}
+# Additions to a float16 variable (a gradient accumulator's): TensorFlow's kernel rounds
+# each to nearest exactly as the rewrite would, so they are rewritten only to round
+# stochastically.
+_ACCUMULATIONS = {"AssignAddVariableOp": _assign_add, "AssignSubVariableOp": _assign_sub}
 
 
-def _float16_update(op) -> bool:
-    return op.type in _UPDATES and op.get_attr("T") == tf.float16
+def _float16_update(op, stochastic) -> bool:
+    if op.type in _UPDATES:
+        return op.get_attr("T") == tf.float16
+    return (op.type in _ACCUMULATIONS and op.get_attr("dtype") == tf.float16
+            and _stochastic_rounding_of(op, stochastic))
 
 
 def _rewrite_update(op, _, rounding):
-    """A float16 variable's weight update (``_UPDATES``), in float64: each variable it
-    updates is read, its new value rounded to float16 as the IPU's weight update does
-    (stochastically when esr is on) and written back."""
+    """A float16 variable's weight update (``_UPDATES``) or accumulation
+    (``_ACCUMULATIONS``), in float64: each variable it updates is read, its new value
+    rounded to float16 as the IPU's weight update does (stochastically when esr is on) and
+    written back."""
     graph = op.graph
     placement = _private_attrs(op)
     names = [arg.name for arg in op.op_def.input_arg]
@@ -403,9 +454,11 @@ def _rewrite_update(op, _, rounding):
                     handles[name] = tensor
                     tensor = tf.raw_ops.ReadVariableOp(resource=tensor, dtype=tf.float16)
                 values[name] = tf.cast(tensor, tf.float64)
-        with graph._attr_scope(_with_flag(placement, WEIGHT_UPDATE_ATTR)):  # pylint: disable=protected-access
-            updated = _UPDATES[op.type](use_nesterov=_attr(op, "use_nesterov", False),
-                                        **values)
+        accumulation = op.type in _ACCUMULATIONS
+        with graph._attr_scope(_with_flag(  # pylint: disable=protected-access
+                placement, ACCUMULATION_ATTR if accumulation else WEIGHT_UPDATE_ATTR)):
+            update = (_ACCUMULATIONS if accumulation else _UPDATES)[op.type]
+            updated = update(use_nesterov=_attr(op, "use_nesterov", False), **values)
     assigns = []
     for name, value in updated.items():
         new_value = rounding(graph, value, "%s/f16_%s" % (op.name, name), placement)
@@ -519,9 +572,9 @@ def _rewrite_batch_norm_grad(op, casts, rounding):
     return results
 
 
-def _rewrite_for(op):
+def _rewrite_for(op, stochastic):
     """How ``op`` is rewritten."""
-    if _float16_update(op):
+    if _float16_update(op, stochastic):
         return _rewrite_update
     if op.type in _BATCH_NORMS:
         return _rewrite_batch_norm
@@ -540,7 +593,7 @@ def compute_wide(ops, rounding=round_to_nearest, stochastic=False, casts=None):
     # Not the ops a rewrite made or replaced: a TF2 step traced in a rewriting trace
     # (``computing_traced_ops_wide``) is looked at again by ``settle_function_step``.
     targets = [op for op in ops if not (is_marked(op) or is_replaced(op))
-               and (_rewritable(op, stochastic) or _float16_update(op))]
+               and (_rewritable(op, stochastic) or _float16_update(op, stochastic))]
     if not targets:
         return []
     graph = targets[0].graph
@@ -557,7 +610,7 @@ def compute_wide(ops, rounding=round_to_nearest, stochastic=False, casts=None):
                 chosen = (stochastic_round if _stochastic_rounding_of(op, stochastic)
                           else rounding)
                 with graph.control_dependencies(op.control_inputs):
-                    replaced[op.name] = _rewrite_for(op)(op, casts, chosen)
+                    replaced[op.name] = _rewrite_for(op, stochastic)(op, casts, chosen)
             made.append((op, graph.get_operations()[first:]))
     finally:
         graph._set_control_flow_context(saved_context)  # pylint: disable=protected-access
@@ -632,5 +685,6 @@ def settle_function_step(ops, outputs):
 __all__ = ["compute_wide", "settle_program", "settle_function_step",
            "computing_traced_ops_wide", "is_replaced",
            "disabled", "is_marked", "is_rounding",
-           "is_weight_update", "round_to_nearest", "stochastic_round", "MARK_ATTR",
-           "ROUNDING_ATTR", "WEIGHT_UPDATE_ATTR", "STOCHASTIC_ROUNDING_ATTR"]
+           "is_weight_update", "is_accumulation", "round_to_nearest", "stochastic_round", "MARK_ATTR",
+           "ROUNDING_ATTR", "WEIGHT_UPDATE_ATTR", "ACCUMULATION_ATTR", "STOCHASTIC_ROUNDING_ATTR", "SPEED_SETTING",
+           "fast_products"]

@@ -1,6 +1,6 @@
 """Float16 programs (runtime/float16.py): computed in float64, rounded to float16 where the
-IPU stores float16, so they run near float32 speed and keep float16's overflow, underflow,
-loss-scaling and stochastic-rounding behaviour (Graphcore's half-precision training
+IPU stores float16, so they give the same bits on every host and keep float16's overflow,
+underflow, loss-scaling and stochastic-rounding behaviour (Graphcore's half-precision training
 tutorial; ``IPUConfig.floating_point_behaviour``, ``ipu.scopes.stochastic_rounding`` and
 ``ipu.scopes.partials_type`` in the SDK's API reference)."""
 import re
@@ -74,6 +74,32 @@ def test_float16_program_computes_in_float64_and_rounds_to_float16(graph, sess):
                                rtol=1e-2, atol=1e-2)
 
 
+def test_the_fast_setting_computes_products_in_float32_and_the_rest_in_float64(graph, sess,
+                                                                             monkeypatch):
+    configure()
+    monkeypatch.setenv(float16.SPEED_SETTING, "fast")
+    values = conv_inputs(np.float16)
+
+    def net(images, kernel, dense):
+        return tf.reduce_sum(conv_net(images, kernel, dense), axis=1)
+
+    [sums] = compile_on_ipu(net, [tf.constant(v) for v in values])
+    ops = [op for op in program_of(graph, sums).new_ops if float16.is_marked(op)]
+    assert {op.type: op.get_attr("T") for op in ops if op.type in ("Conv2D", "MatMul", "Sum")} == {
+        "Conv2D": tf.float32, "MatMul": tf.float32, "Sum": tf.float64}
+    assert sess.run(sums).dtype == np.float16
+
+
+def test_an_unknown_speed_setting_is_refused_with_the_accepted_values(graph, monkeypatch):
+    configure()
+    monkeypatch.setenv(float16.SPEED_SETTING, "quick")
+    values = conv_inputs(np.float16)
+    with pytest.raises(ValueError, match=re.escape(
+            "IPU_EMULATOR_FLOAT16='quick': use 'exact' (the default: the same float16 bits on "
+            "every host) or 'fast' (products in float32)")):
+        compile_on_ipu(conv_net, [tf.constant(v) for v in values])
+
+
 def test_float16_overflows_to_inf_and_underflows_to_zero(graph, sess):
     configure()
 
@@ -145,6 +171,53 @@ def test_stochastic_rounding_keeps_small_weight_updates_on_average(graph):
     # 100 steps of 1e-4: 0.99 on average (each weight within a few float16 steps of it).
     assert abs(weights.mean() - 0.99) < 0.001
     assert np.all(np.abs(weights - 0.99) < 0.01)
+    assert len(np.unique(weights)) > 1
+
+
+def small_updates(graph, update, steps=100):
+    """A float16 weight at 1.0 after ``steps`` loop iterations of ``update(weight)``."""
+    tf.compat.v1.set_random_seed(3)
+    weight = tf.compat.v1.get_variable("weight", initializer=tf.ones([64], tf.float16),
+                                       use_resource=True)
+    program = compile_on_ipu(lambda: loops.repeat(steps, lambda: update(weight)))
+    with tf.compat.v1.Session(graph=graph) as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        sess.run(program)
+        return sess.run(weight).astype(np.float64)
+
+
+def minimizing(optimizer):
+    return lambda weight: optimizer().minimize(tf.reduce_sum(weight))
+
+
+# Updates each smaller than half a float16 step at 1.0 (2**-12), and what 100 of them add up
+# to: momentum's steps grow to lr / (1 - 0.9), 91 x 1e-4 in all; Adam's are lr each.
+SMALL_UPDATES = {
+    "momentum": (minimizing(lambda: tf.compat.v1.train.MomentumOptimizer(
+        tf.constant(1e-5, tf.float16), 0.9)), 0.0091),
+    "Adam": (minimizing(lambda: tf.compat.v1.train.AdamOptimizer(1e-4, epsilon=1e-3)), 0.01),
+    "assign_sub": (lambda weight: weight.assign_sub(tf.fill([64], tf.constant(1e-4, tf.float16)),
+                                                    read_value=False),
+                   0.01),
+}
+
+
+@pytest.mark.parametrize("kind", SMALL_UPDATES)
+def test_float16_updates_are_rounded_like_every_float16_result(graph, kind):
+    """Momentum and Adam on float16 weights, and a float16 accumulator's ``assign_sub``,
+    computed wide and rounded: to nearest, the small updates are lost; stochastically,
+    kept on average."""
+    update, _ = SMALL_UPDATES[kind]
+    configure()
+    np.testing.assert_array_equal(small_updates(graph, update), np.ones(64))
+
+
+@pytest.mark.parametrize("kind", SMALL_UPDATES)
+def test_float16_updates_are_rounded_stochastically_with_esr(graph, kind):
+    update, total = SMALL_UPDATES[kind]
+    configure(esr=config.StochasticRoundingBehaviour.ON)
+    weights = small_updates(graph, update)
+    assert abs(weights.mean() - (1 - total)) < 0.002
     assert len(np.unique(weights)) > 1
 
 
