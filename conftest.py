@@ -9,6 +9,7 @@ This file decides what runs together, by units of work that go whole to one work
   one instance per thread, and they share one JupyterLab;
 - the TF2 tests (tests/emulator/tf2/) are one unit: one child process runs them all
   (tests/support/tf2_isolation.py);
+- each test in tests/notebooks/ is a unit of its own: each runs a whole notebook again;
 - the longest units are handed out first, so neither worker is left with a long tail.
 
 (pytest-xdist's own ``--dist loadgroup`` cannot do this under pytest 9.2, which no longer
@@ -31,10 +32,13 @@ collect_ignore_glob = ["tests/layouts/*"]
 # keeps its collection order after these.
 UNIT_FOLDERS = {"tests/browser/": "browser", "tests/lite/": "browser",
                 "tests/emulator/tf2/": "tf2"}
+# Folders whose every test is a unit of its own: long and independent (each runs a notebook
+# in a kernel of its own: tests/notebooks/), so the workers share them.
+SPLIT_FOLDERS = ("tests/notebooks/",)
 FIRST = ["browser", "tf2", "tests/hub/",
          "notebooks/02_", "notebooks/09_", "notebooks/03_", "notebooks/07_", "notebooks/06_",
          "notebooks/01_", "notebooks/05_", "notebooks/08_", "notebooks/04_",
-         "tests/cli/", "tests/emulator/", "tests/scripts/"]
+         "tests/notebooks/", "tests/cli/", "tests/emulator/", "tests/scripts/"]
 
 
 @pytest.fixture(autouse=True)
@@ -46,8 +50,10 @@ def docstring_examples_outside_solutions_mode(request, monkeypatch):
 
 
 def unit_of(nodeid: str) -> str:
-    """The unit of work a test belongs to: its folder's unit, or its file."""
+    """The unit of work a test belongs to: its folder's unit, itself, or its file."""
     path = nodeid.split("::", 1)[0]
+    if path.startswith(SPLIT_FOLDERS):
+        return nodeid
     return next((unit for folder, unit in UNIT_FOLDERS.items() if path.startswith(folder)), path)
 
 

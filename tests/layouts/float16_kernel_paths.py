@@ -2,14 +2,14 @@
 tests/emulator/programs/test_float16_hosts.py once with oneDNN's kernels and once with
 Eigen's (``TF_ENABLE_ONEDNN_OPTS``), the two CPU kernel paths a host may take.
 
-    python tests/support/float16_kernel_paths.py tf1|tf2 float16|float32
+    python tests/layouts/float16_kernel_paths.py tf1|tf2 float16|float32
 
 It trains a small convolutional classifier on random data: a convolution, a batch norm, a
 max pool, a dense layer, a loss that sums three terms (AddN), a mean and a sum; in TF1 its
 float16 variables are updated by momentum and by Adam through float16 gradient
 accumulators, and a float16 running total adds each step's loss; in TF2 a step traced by
-``IPUStrategy.run`` applies the gradients by SGD.  It prints one line: ``digest <hex>`` of the
-losses and every variable after training.  In float32 the same program shows that the two
+``IPUStrategy.run`` applies the gradients by SGD.  It prints ``finite True`` when every value
+is finite and ``digest <hex>`` of the losses and every variable after training.  In float32 the same program shows that the two
 kernel paths really differ.
 """
 import hashlib
@@ -129,4 +129,6 @@ def tf2():
     return losses + [v.numpy() for v in variables.values()]
 
 
-print("digest", digest(tf1() if MODE == "tf1" else tf2()))
+VALUES = tf1() if MODE == "tf1" else tf2()
+print("finite", all(np.all(np.isfinite(v)) for v in VALUES))
+print("digest", digest(VALUES))
