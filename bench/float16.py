@@ -5,8 +5,8 @@ norm, global average pooling, a dense layer) trains on the CIFAR-10 sample, batc
 on-device loop (``loops.repeat`` + ``IPUInfeedQueue``), twice: once computing in float16
 (float32 master weights cast to float16 by a custom getter, the loss scaled by 128), once in
 float32.  The two run interleaved, round after round, so machine noise hits both alike, and
-the median times per step are compared as a ratio; a third copy runs in float16 with its
-products and convolutions in float32 (``IPU_EMULATOR_FLOAT16=fast``), a fourth with
+the median times per step are compared as a ratio; a third copy runs in float16 computed in
+float32 (``IPU_EMULATOR_FLOAT16=fast``), a fourth with
 stochastic rounding on (``floating_point_behaviour.esr``).  Stock TensorFlow's CPU kernels for
 float16 are many times slower than float32; the emulator computes float16 programs in
 float64 (the same bits on every host), or in float32 where asked, and rounds to float16
@@ -128,7 +128,7 @@ def main():
 
     variants = {"float32": _session(tf.float32, args.steps),
                 "float16": _session(tf.float16, args.steps)}
-    # Built with IPU_EMULATOR_FLOAT16=fast: its products and convolutions in float32.
+    # Built with IPU_EMULATOR_FLOAT16=fast: computed in float32 by TensorFlow's kernels.
     os.environ[float16_compute.SPEED_SETTING] = "fast"
     try:
         variants["float16, IPU_EMULATOR_FLOAT16=fast"] = _session(tf.float16, args.steps)

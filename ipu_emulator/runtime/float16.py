@@ -20,9 +20,9 @@ host's kernel adds (oneDNN or Eigen, AVX2 or AVX-512, the number of threads), an
 difference in float32 moves the float16 result now and then; a training run then drifts
 apart.  The products and sums of float16 values are exact or nearly so in float64, so the
 float16 results are the same on every host (``tests/emulator/programs/test_float16_hosts.py``
-checks oneDNN's kernels against Eigen's, bit for bit).  That costs time: float64 products
-are several times slower than float32 ones on a CPU, so ``IPU_EMULATOR_FLOAT16=fast``
-computes matrix products and convolutions in float32 (``fast_products``).  An op whose CPU kernel has no float64
+checks oneDNN's kernels against Eigen's, bit for bit).  That costs time: float64 is several
+times slower than float32 on a CPU, so ``IPU_EMULATOR_FLOAT16=fast`` computes in float32 by
+the host's own kernels (``computes_in_float32``).  An op whose CPU kernel has no float64
 version is computed in float32 (``_compute_dtype``), but for batch normalization, which is
 written out in float64 (``_rewrite_batch_norm``).
 
@@ -192,32 +192,27 @@ def _rewritable(op, stochastic) -> bool:
 
 _HAS_FLOAT64_KERNEL = {}   # op type -> whether its CPU kernel takes float64 where it took float16
 
-# IPU_EMULATOR_FLOAT16=fast: matrix products and convolutions in float32, at about float32's
-# speed (float64's are several times slower on a CPU), their float16 results then depending
-# on the order the host's kernels add in (docs/fidelity.md).
+# IPU_EMULATOR_FLOAT16=fast: every float16 op computed in float32 by the host's own kernels,
+# at about float32's speed (float64 is several times slower on a CPU), its float16 results
+# then depending on the order those kernels add in (docs/fidelity.md).
 SPEED_SETTING = "IPU_EMULATOR_FLOAT16"
-_PRODUCTS = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Conv2D",
-                       "Conv2DBackpropInput", "Conv2DBackpropFilter", "Conv3D",
-                       "Conv3DBackpropInputV2", "Conv3DBackpropFilterV2",
-                       "DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
-                       "DepthwiseConv2dNativeBackpropFilter"})
 
 
-def fast_products() -> bool:
-    """Whether ``IPU_EMULATOR_FLOAT16`` asks for float32 products (``fast``); anything but
-    ``exact`` (the default) or ``fast`` is refused with the accepted values."""
+def computes_in_float32() -> bool:
+    """Whether ``IPU_EMULATOR_FLOAT16`` asks for float32 (``fast``); anything but ``exact``
+    (the default) or ``fast`` is refused with the accepted values."""
     setting = os.environ.get(SPEED_SETTING, "exact")
     if setting not in ("exact", "fast"):
         raise ValueError("%s=%r: use 'exact' (the default: the same float16 bits on every "
-                         "host) or 'fast' (products in float32)" % (SPEED_SETTING, setting))
+                         "host) or 'fast' (computed in float32)" % (SPEED_SETTING, setting))
     return setting == "fast"
 
 
 def _compute_dtype(op):
     """float64 where the op's CPU kernel has a float64 version for each of its float16 type
-    attributes (matmuls, convolutions, reductions, softmax...), else float32; matrix
-    products and convolutions in float32 with ``IPU_EMULATOR_FLOAT16=fast``."""
-    if op.type in _PRODUCTS and fast_products():
+    attributes (matmuls, convolutions, reductions, softmax...), else float32; float32 with
+    ``IPU_EMULATOR_FLOAT16=fast``."""
+    if computes_in_float32():
         return tf.float32
     if op.type not in _HAS_FLOAT64_KERNEL:
         half = set(_half_attrs(op))
@@ -573,12 +568,13 @@ def _rewrite_batch_norm_grad(op, casts, rounding):
 
 
 def _rewrite_for(op, stochastic):
-    """How ``op`` is rewritten."""
+    """How ``op`` is rewritten (a batch norm by the host's fused float32 kernel with
+    ``IPU_EMULATOR_FLOAT16=fast``)."""
     if _float16_update(op, stochastic):
         return _rewrite_update
-    if op.type in _BATCH_NORMS:
+    if op.type in _BATCH_NORMS and not computes_in_float32():
         return _rewrite_batch_norm
-    if op.type in _BATCH_NORM_GRADS:
+    if op.type in _BATCH_NORM_GRADS and not computes_in_float32():
         return _rewrite_batch_norm_grad
     return _rewrite
 
@@ -687,4 +683,4 @@ __all__ = ["compute_wide", "settle_program", "settle_function_step",
            "disabled", "is_marked", "is_rounding",
            "is_weight_update", "is_accumulation", "round_to_nearest", "stochastic_round", "MARK_ATTR",
            "ROUNDING_ATTR", "WEIGHT_UPDATE_ATTR", "ACCUMULATION_ATTR", "STOCHASTIC_ROUNDING_ATTR", "SPEED_SETTING",
-           "fast_products"]
+           "computes_in_float32"]

@@ -74,8 +74,7 @@ def test_float16_program_computes_in_float64_and_rounds_to_float16(graph, sess):
                                rtol=1e-2, atol=1e-2)
 
 
-def test_the_fast_setting_computes_products_in_float32_and_the_rest_in_float64(graph, sess,
-                                                                             monkeypatch):
+def test_the_fast_setting_computes_in_float32(graph, sess, monkeypatch):
     configure()
     monkeypatch.setenv(float16.SPEED_SETTING, "fast")
     values = conv_inputs(np.float16)
@@ -86,7 +85,7 @@ def test_the_fast_setting_computes_products_in_float32_and_the_rest_in_float64(g
     [sums] = compile_on_ipu(net, [tf.constant(v) for v in values])
     ops = [op for op in program_of(graph, sums).new_ops if float16.is_marked(op)]
     assert {op.type: op.get_attr("T") for op in ops if op.type in ("Conv2D", "MatMul", "Sum")} == {
-        "Conv2D": tf.float32, "MatMul": tf.float32, "Sum": tf.float64}
+        "Conv2D": tf.float32, "MatMul": tf.float32, "Sum": tf.float32}
     assert sess.run(sums).dtype == np.float16
 
 
@@ -96,7 +95,7 @@ def test_an_unknown_speed_setting_is_refused_with_the_accepted_values(graph, mon
     values = conv_inputs(np.float16)
     with pytest.raises(ValueError, match=re.escape(
             "IPU_EMULATOR_FLOAT16='quick': use 'exact' (the default: the same float16 bits on "
-            "every host) or 'fast' (products in float32)")):
+            "every host) or 'fast' (computed in float32)")):
         compile_on_ipu(conv_net, [tf.constant(v) for v in values])
 
 
