@@ -319,9 +319,9 @@ def round_to_nearest(graph, tensor, name, attrs):
 
 
 def stochastic_round(graph, tensor, name, attrs):
-    """float32 or float64 -> float16 rounded stochastically: up with probability equal to the distance
-    from the float16 value below, in float16 steps, so the rounding is unbiased on average
-    (``floating_point_behaviour.esr``)."""
+    """float32 or float64 -> float16 rounded stochastically: up with probability equal to
+    the distance from the float16 value below, in float16 steps, so the rounding is unbiased
+    on average (``floating_point_behaviour.esr``)."""
     with graph._attr_scope(_with_flag(attrs, ROUNDING_ATTR)), tf.name_scope(name):  # pylint: disable=protected-access
         tensor = tf.cast(tensor, tf.float32)   # a float64 result: the IPU's float32 partial
         # A fresh seed at each run: runs differ, and a graph seed (--seed) repeats them.
@@ -435,11 +435,12 @@ def _float16_update(op, stochastic) -> bool:
 
 def _rewrite_update(op, _, rounding):
     """A float16 variable's weight update (``_UPDATES``) or accumulation
-    (``_ACCUMULATIONS``), in float64: each variable it updates is read, its new value
-    rounded to float16 as the IPU's weight update does (stochastically when esr is on) and
-    written back."""
+    (``_ACCUMULATIONS``), in float64 (float32 with ``IPU_EMULATOR_FLOAT16=fast``): each
+    variable it updates is read, its new value rounded to float16 as the IPU's weight update
+    does (stochastically when esr is on) and written back."""
     graph = op.graph
     placement = _private_attrs(op)
+    wide = tf.float32 if computes_in_float32() else tf.float64
     names = [arg.name for arg in op.op_def.input_arg]
     with tf.name_scope(op.name + "/wide"):
         values, handles = {}, {}
@@ -448,7 +449,7 @@ def _rewrite_update(op, _, rounding):
                 if tensor.dtype == tf.resource:
                     handles[name] = tensor
                     tensor = tf.raw_ops.ReadVariableOp(resource=tensor, dtype=tf.float16)
-                values[name] = tf.cast(tensor, tf.float64)
+                values[name] = tf.cast(tensor, wide)
         accumulation = op.type in _ACCUMULATIONS
         with graph._attr_scope(_with_flag(  # pylint: disable=protected-access
                 placement, ACCUMULATION_ATTR if accumulation else WEIGHT_UPDATE_ATTR)):
@@ -496,7 +497,7 @@ def _batch_statistics(x, axes, channel):
 def _rewrite_batch_norm(op, casts, rounding):
     """A fused batch norm of float16 data (whose CPU kernel has no float64 version) written
     out in float64: the batch's mean and variance, the normalized output rounded to float16,
-    and the statistics the op returns in float32, as the SDK's does."""
+    and the statistics the op returns in float32, as TensorFlow's kernel does."""
     graph = op.graph
     placement = _private_attrs(op)
     inputs = _wide_inputs(op, casts, tf.float64)
@@ -569,12 +570,13 @@ def _rewrite_batch_norm_grad(op, casts, rounding):
 
 def _rewrite_for(op, stochastic):
     """How ``op`` is rewritten (a batch norm by the host's fused float32 kernel with
-    ``IPU_EMULATOR_FLOAT16=fast``)."""
+    ``IPU_EMULATOR_FLOAT16=fast``, or when its data's rank is unknown)."""
     if _float16_update(op, stochastic):
         return _rewrite_update
-    if op.type in _BATCH_NORMS and not computes_in_float32():
+    written_out = not computes_in_float32() and op.inputs[0].shape.rank is not None
+    if op.type in _BATCH_NORMS and written_out:
         return _rewrite_batch_norm
-    if op.type in _BATCH_NORM_GRADS and not computes_in_float32():
+    if op.type in _BATCH_NORM_GRADS and written_out:
         return _rewrite_batch_norm_grad
     return _rewrite
 

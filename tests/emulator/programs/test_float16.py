@@ -99,6 +99,40 @@ def test_an_unknown_speed_setting_is_refused_with_the_accepted_values(graph, mon
         compile_on_ipu(conv_net, [tf.constant(v) for v in values])
 
 
+@pytest.mark.parametrize("training, data_format", [(True, "NHWC"), (True, "NCHW"),
+                                                    (False, "NHWC")])
+def test_a_float16_batch_norm_written_out_agrees_with_tensorflows_fused_kernel(
+        graph, sess, training, data_format):
+    """The batch norm and its gradients, written out in float64, against TensorFlow's fused
+    float32 kernel on the same float16 values: the same to float16's precision, the moving
+    statistics (``exponential_avg_factor``) included."""
+    configure()
+    rng = np.random.default_rng(4)
+    shape = (4, 6, 5, 3) if data_format == "NHWC" else (4, 3, 6, 5)
+    x = rng.normal(2.0, 3.0, shape).astype(np.float16)
+    scale, offset = rng.uniform(0.5, 2, 3).astype(np.float32), rng.normal(size=3).astype(np.float32)
+    mean, variance = rng.normal(size=3).astype(np.float32), rng.uniform(1, 2, 3).astype(np.float32)
+    dy = rng.normal(size=shape).astype(np.float16)
+
+    def norm(x, scale, offset, mean, variance, dy):
+        y, batch_mean, batch_variance = tf.compat.v1.nn.fused_batch_norm(
+            x, scale, offset, mean, variance, data_format=data_format, is_training=training,
+            exponential_avg_factor=0.25 if training else 1.0)
+        grads = tf.gradients(y, [x, scale, offset], grad_ys=dy)
+        return [y, batch_mean, batch_variance] + grads
+
+    inputs = [x, scale, offset, mean, variance, dy]
+    outputs = compile_on_ipu(norm, [tf.constant(v) for v in inputs])
+    assert not [op for op in program_of(graph, outputs[0]).new_ops
+                if op.type.startswith("FusedBatchNorm")]   # written out, gradient too
+    emulated = sess.run(outputs)
+    reference = sess.run(norm(*[tf.constant(v.astype(np.float32)) for v in inputs]))
+    assert [value.dtype for value in emulated] == [np.float16, np.float32, np.float32,
+                                                   np.float16, np.float32, np.float32]
+    for got, want in zip(emulated, reference):
+        np.testing.assert_allclose(got.astype(np.float32), want, rtol=2e-3, atol=2e-3)
+
+
 def test_float16_overflows_to_inf_and_underflows_to_zero(graph, sess):
     configure()
 
