@@ -2,14 +2,16 @@
 tests/emulator/programs/test_float16_hosts.py once with oneDNN's kernels and once with
 Eigen's (``TF_ENABLE_ONEDNN_OPTS``), the two CPU kernel paths a host may take.
 
-    python tests/layouts/float16_kernel_paths.py tf1|tf2 float16|float32
+    python tests/layouts/float16_kernel_paths.py tf1|tf2
 
 It trains a small convolutional classifier on random data: a convolution, a batch norm, a
 max pool, a dense layer, a loss that sums three terms (AddN), a mean and a sum; in TF1 its
 float16 variables are updated by momentum and by Adam through float16 gradient
 accumulators, and a float16 running total adds each step's loss; in TF2 a step traced by
-``IPUStrategy.run`` applies the gradients by SGD.  It prints ``finite True`` when every value
-is finite and ``digest <hex>`` of the losses and every variable after training.  In float32 the same program shows that the two
+``IPUStrategy.run`` applies the gradients by SGD.  It trains in float16 and then in float32
+and prints, for each, ``<dtype> finite True`` when every value is finite and ``<dtype> digest
+<hex>`` of the losses and every variable after training.  The float32 run shows that the two
+kernel paths really compute differently.  In float32 the same program shows that the two
 kernel paths really differ.
 """
 import hashlib
@@ -18,9 +20,9 @@ import sys
 import ipu_emulator  # noqa: F401  (before TensorFlow: the legacy Keras switch)
 import numpy as np
 
-MODE, DTYPE = sys.argv[1], sys.argv[2]
+MODE = sys.argv[1]
 rng = np.random.default_rng(0)
-IMAGES = rng.normal(size=(64, 16, 16, 8)).astype(DTYPE)
+IMAGES = rng.normal(size=(64, 16, 16, 8))
 LABELS = rng.integers(0, 10, size=64).astype(np.int32)
 BATCH = 16
 
@@ -49,15 +51,20 @@ def digest(values):
     return hashed.hexdigest()
 
 
-def tf1():
+def tf1(dtype):
     import tensorflow.compat.v1 as tf
     tf.disable_v2_behavior()
+    with tf.Graph().as_default():
+        return tf1_training(tf, dtype)
+
+
+def tf1_training(tf, dtype):
     from ipu_emulator import ipu
 
     config = ipu.config.IPUConfig()
     config.auto_select_ipus = 1
     config.configure_ipu_system()
-    dataset = tf.data.Dataset.from_tensor_slices((IMAGES, LABELS)).repeat().batch(
+    dataset = tf.data.Dataset.from_tensor_slices((IMAGES.astype(dtype), LABELS)).repeat().batch(
         BATCH, drop_remainder=True)
     infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(dataset)
     outfeed = ipu.ipu_outfeed_queue.IPUOutfeedQueue()
@@ -65,12 +72,12 @@ def tf1():
     def variable(name, shape, init):
         initializer = (tf.random_normal_initializer(stddev=init, seed=len(name)) if init < 1
                        else tf.constant_initializer(init))
-        return tf.get_variable(name, shape, DTYPE, initializer)
+        return tf.get_variable(name, shape, dtype, initializer)
 
     def body(total, images, labels):
         loss = model(tf, images, labels, variable)
         momentum = ipu.optimizers.GradientAccumulationOptimizerV2(
-            tf.train.MomentumOptimizer(0.01, 0.9), num_mini_batches=2, dtype=DTYPE)
+            tf.train.MomentumOptimizer(0.01, 0.9), num_mini_batches=2, dtype=dtype)
         adam = tf.train.AdamOptimizer(1e-3, epsilon=1e-3)
         weights = [v for v in tf.trainable_variables() if v.op.name == "weights"]
         others = [v for v in tf.trainable_variables() if v.op.name != "weights"]
@@ -80,7 +87,7 @@ def tf1():
             return total + loss, outfeed.enqueue(loss)
 
     def loop():
-        return ipu.loops.repeat(8, body, [tf.constant(0, DTYPE)], infeed_queue=infeed)
+        return ipu.loops.repeat(8, body, [tf.constant(0, dtype)], infeed_queue=infeed)
 
     with ipu.scopes.ipu_scope("/device:IPU:0"):
         run = ipu.ipu_compiler.compile(loop)
@@ -95,7 +102,7 @@ def tf1():
     return values
 
 
-def tf2():
+def tf2(dtype):
     import tensorflow as tf
     from ipu_emulator import ipu
 
@@ -110,7 +117,7 @@ def tf2():
             if name not in variables:
                 start = (np.random.default_rng(len(name)).normal(size=shape) * init if init < 1
                          else np.full(shape, init))
-                variables[name] = tf.Variable(start.astype(DTYPE), name=name)
+                variables[name] = tf.Variable(start.astype(dtype), name=name)
             return variables[name]
 
         def step(images, labels):
@@ -124,11 +131,13 @@ def tf2():
         def program(images, labels):
             return strategy.run(step, args=(images, labels))
 
-        losses = [program(IMAGES[i:i + BATCH], LABELS[i:i + BATCH]).numpy()
+        images = IMAGES.astype(dtype)
+        losses = [program(images[i:i + BATCH], LABELS[i:i + BATCH]).numpy()
                   for _ in range(3) for i in range(0, len(IMAGES), BATCH)]
     return losses + [v.numpy() for v in variables.values()]
 
 
-VALUES = tf1() if MODE == "tf1" else tf2()
-print("finite", all(np.all(np.isfinite(v)) for v in VALUES))
-print("digest", digest(VALUES))
+for DTYPE in ("float16", "float32"):
+    VALUES = tf1(DTYPE) if MODE == "tf1" else tf2(DTYPE)
+    print(DTYPE, "finite", all(np.all(np.isfinite(v)) for v in VALUES))
+    print(DTYPE, "digest", digest(VALUES))
