@@ -16,10 +16,10 @@ import json
 import os
 from pathlib import Path
 
+import nbformat
 import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
-import nbformat
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
@@ -40,13 +40,15 @@ def test_the_tensorflow_notebooks_are_found():
 
 
 @pytest.mark.parametrize("notebook", TENSORFLOW_NOTEBOOKS, ids=lambda p: p.name[:2])
-def test_every_cell_passes_with_eigens_kernels(notebook):
+def test_every_cell_passes_with_eigens_kernels(notebook, tmp_path):
     env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS="0", IPU_LAB_SOLUTIONS="1",
                IPU_EMULATOR_DATA="sample")
     for attempt in (1, 2):
         client = NotebookClient(nbformat.read(notebook, as_version=4), timeout=600,
                                 kernel_name="python3",
-                                resources={"metadata": {"path": str(NOTEBOOKS)}})
+                                # in a folder of its own: the traces it saves, away from
+                                # nbval's run of the same notebook
+                                resources={"metadata": {"path": str(tmp_path)}})
         try:
             client.execute(env=env)
             return
