@@ -168,11 +168,19 @@ class Classroom:
         self.hub, self.url = hs.start_hub(port, "classroom")
         self.password = json.load(open(os.path.join(hs.STATE, "passwords.json")))["learners"]
         self.hub_restart = None  # {"start", "end", "busy": [...], "progress": {...}} once done
+        self.restart_failure = None  # what stopped the restart, for the main thread to raise
 
     def restart_hub_when_busy(self, learners, done):
         """Once every learner's own fault has struck and been recovered from, restart the hub as
         Ctrl-C and `make hub` do, at a moment when some learner's cell has been running for
-        ``strike_after``: every server stops with the hub.  Runs in its own thread."""
+        ``strike_after``: every server stops with the hub.  Runs in its own thread, where a
+        failed check (SystemExit) would end the thread silently: it is kept for ``main``."""
+        try:
+            self._restart_hub_when_busy(learners, done)
+        except BaseException as failure:  # pylint: disable=broad-except
+            self.restart_failure = failure
+
+    def _restart_hub_when_busy(self, learners, done):
         while not done.wait(0.05):
             if any(lrn.fault and not lrn.fault_recovered() for lrn in learners):
                 continue
@@ -194,7 +202,8 @@ class Classroom:
         return self.lock.locked() or bool(self.hub_restart and self.hub_restart["end"] >= t)
 
     def stop(self):
-        hs.stop_hub(self.hub, "classroom")
+        if self.hub.poll() is None:   # not when a failed restart left it stopped
+            hs.stop_hub(self.hub, "classroom")
 
 
 class Learner:
@@ -567,6 +576,8 @@ def main(argv=None):
         class_done.set()
         if "hub-restart" in faults:
             restarter.join()
+            if room.restart_failure is not None:
+                raise room.restart_failure
         numbers["class_wall_s"] = round(time.monotonic() - t0, 1)
         numbers["progress_view"] = class_progress()
     finally:
