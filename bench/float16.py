@@ -13,7 +13,7 @@ float64 (the same bits on every host), or in float32 where asked, and rounds to 
 where the IPU stores float16 (runtime/float16.py).
 
 Usage:  python bench/float16.py [--steps N] [--rounds R] [--raw]
-(--raw: also time the float16 model without the emulator's float32 compute.)
+(--raw: also time the float16 model on TensorFlow's own float16 kernels, not rewritten.)
 """
 import argparse
 import os

@@ -305,10 +305,15 @@ def _move_consumers(op, results):
             for index, tensor in enumerate(consumer.inputs):
                 if tensor is old:
                     consumer._update_input(index, new)  # pylint: disable=protected-access
+    _move_control_dependents(op, [r.op for r in results])
+
+
+def _move_control_dependents(op, replacements):
+    """Ops that waited for ``op`` wait for the ops ``replacements`` instead."""
     for dependent in list(op._control_outputs):  # pylint: disable=protected-access
         kept = [c for c in dependent.control_inputs if c is not op]
         dependent._remove_all_control_inputs()  # pylint: disable=protected-access
-        dependent._add_control_inputs(kept + [r.op for r in results])  # pylint: disable=protected-access
+        dependent._add_control_inputs(kept + replacements)  # pylint: disable=protected-access
 
 
 def round_to_nearest(graph, tensor, name, attrs):
@@ -461,10 +466,7 @@ def _rewrite_update(op, _, rounding):
         with graph._attr_scope(placement):  # pylint: disable=protected-access
             assigns.append(tf.raw_ops.AssignVariableOp(
                 resource=handles[name], value=new_value, name="%s/assign_%s" % (op.name, name)))
-    for dependent in list(op._control_outputs):  # pylint: disable=protected-access
-        kept = [c for c in dependent.control_inputs if c is not op]
-        dependent._remove_all_control_inputs()  # pylint: disable=protected-access
-        dependent._add_control_inputs(kept + assigns)  # pylint: disable=protected-access
+    _move_control_dependents(op, assigns)
     return []
 
 

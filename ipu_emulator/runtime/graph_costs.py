@@ -193,8 +193,8 @@ _VARIABLE_WRITERS = frozenset({"AssignVariableOp", "Assign"})
 def updates_a_variable(op) -> bool:
     """An optimizer kernel, an in-place accumulation, or an add whose sum is written back to
     a variable (a gradient accumulator): work done once per variable."""
-    if op.type.startswith(_VARIABLE_UPDATE_PREFIXES) or float16.is_weight_update(op) or (
-            float16.is_accumulation(op)):
+    if (op.type.startswith(_VARIABLE_UPDATE_PREFIXES) or float16.is_weight_update(op)
+            or float16.is_accumulation(op)):
         return True
     return op.type in ("Add", "AddV2") and any(
         consumer.type in _VARIABLE_WRITERS for out in op.outputs for consumer in out.consumers())
