@@ -264,6 +264,19 @@ def test_stochastic_rounding_scope_turns_it_on_for_its_ops(graph):
     assert abs(sgd_steps(graph, override=True).mean() - 0.99) < 0.001
 
 
+def test_a_float64_result_rounds_through_float32_as_the_ipus_partials(graph, sess):
+    """``round_to_nearest`` of a float64 result: first to float32 (the IPU's partial), then to
+    float16.  Just off a float16 midpoint the two roundings differ from one rounding to
+    nearest, which shows the test sees the path."""
+    rng = np.random.default_rng(5)
+    steps = rng.integers(0, 1023, 10_000)
+    nudges = rng.choice([-1, 1], 10_000) * rng.uniform(0, 2.0 ** -30, 10_000)
+    wide = 1 + (2 * steps + 1) * 2.0 ** -11 + nudges   # beside the midpoints in [1, 2)
+    got = sess.run(float16.round_to_nearest(graph, tf.constant(wide), "rounded", {}))
+    np.testing.assert_array_equal(got, wide.astype(np.float32).astype(np.float16))
+    assert not np.array_equal(got, wide.astype(np.float16))
+
+
 def test_stochastic_round_is_unbiased_and_keeps_inf_and_nan(graph, sess):
     tf.compat.v1.set_random_seed(5)
     exact = np.array([1.0 + 2.0 ** -12, 1e-8, -3.0 - 2.0 ** -11])
