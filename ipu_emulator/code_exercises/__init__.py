@@ -33,10 +33,12 @@ from typing import Callable, Dict, Optional
 import numpy as np
 import tensorflow as tf
 
+from ipu_emulator import record
 from ipu_emulator.data import datasets
+from ipu_emulator.code_exercises.weights import WeightWatch
 from ipu_emulator.exercises import Feedback, SolutionFailed, not_yet, progress, solutions_mode
 from ipu_emulator.ipu import config
-from ipu_emulator.runtime import ipu_backend
+from ipu_emulator.runtime import ipu_backend, programs
 
 
 @dataclass(frozen=True)
@@ -120,9 +122,11 @@ def code_exercise(name: str, solution: Callable):
 
 
 @contextlib.contextmanager
-def as_a_fresh_script(hints: Optional[Dict[str, str]] = None, seed: int = 0):
+def as_a_fresh_script(hints: Optional[Dict[str, str]] = None, seed: int = 0,
+                      watch: Optional[WeightWatch] = None):
     """Run the learner's code as a fresh script would: in a new graph (yielded), with no IPU
-    system configured and a fixed seed.  The system configured before (the notebook's own) is
+    system configured and a fixed seed; with ``watch``, its weights start as the reference's
+    and are read when it ends (``weights.WeightWatch``).  The system configured before (the notebook's own) is
     configured again afterwards, and an error in the code raises ``LearnerCodeFailed``
     with its message and a hint (``hints``: the exercise's, by words of the SDK's
     messages)."""
@@ -130,9 +134,54 @@ def as_a_fresh_script(hints: Optional[Dict[str, str]] = None, seed: int = 0):
         with ipu_backend.configuration_kept(), tf.Graph().as_default() as graph:
             config.reset_ipu_configuration()
             tf.compat.v1.set_random_seed(seed)
-            yield graph
+            with (watch.watching() if watch is not None else contextlib.nullcontext()):
+                yield graph
     except Exception as error:  # pylint: disable=broad-except  (the learner's code: a hint)
         raise LearnerCodeFailed(learner_error(error, hints)) from error
+
+
+@dataclass
+class ProgramRun:
+    """What one run of a program did: the record of its engine runs, what it returned and
+    its weights (start and end)."""
+
+    runs: record.ProgramRecord
+    returned: object
+    weights: WeightWatch
+
+
+def run_attempt(attempt: Callable, *args, hints: Optional[Dict[str, str]] = None,
+                ipus: Optional[int] = None) -> ProgramRun:
+    """``attempt(*args)`` as a fresh script, watched (``as_a_fresh_script``), on a device of
+    ``ipus`` IPUs configured first (None: the attempt configures its own).  An error in the
+    learner's code raises ``LearnerCodeFailed``."""
+    weights = WeightWatch()
+    with as_a_fresh_script(hints, watch=weights):
+        if ipus is not None:
+            device = config.IPUConfig()
+            device.auto_select_ipus = ipus
+            device.configure_ipu_system()
+        with record.capture() as runs:
+            returned = attempt(*args)
+    return ProgramRun(runs, returned, weights)
+
+
+def forward_ops_by_stage(program, graph: tf.Graph):
+    """``(op name, stage)`` for each op of the forward pass of ``program``'s pipelines: not
+    the gradients, nor the weight update's plumbing, nor an optimizer's state (the slots of
+    Momentum or Adam, named after the weight they belong to, made where the optimizer
+    runs)."""
+    state = tuple(variable.op.name for variable in
+                  graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)
+                  if not variable.trainable)
+    for build in programs.pipelines_of(program):
+        for name, stage in build.stage_of_op.items():
+            parts = name.split("/")
+            if "gradients" in parts or any(part.startswith("update_") for part in parts):
+                continue
+            if any(name == slot or name.startswith(slot + "/") for slot in state):
+                continue
+            yield name, stage
 
 
 def sample_digits(count: int):
@@ -154,5 +203,5 @@ def sample_digits(count: int):
                 os.environ[datasets.MODE_ENV_VAR] = previous
 
 
-__all__ = ["CODE_REGISTRY", "as_a_fresh_script", "sample_digits", "CodeExercise", "LearnerCodeFailed", "code_exercise",
+__all__ = ["CODE_REGISTRY", "as_a_fresh_script", "forward_ops_by_stage", "run_attempt", "ProgramRun", "sample_digits", "CodeExercise", "LearnerCodeFailed", "code_exercise",
            "learner_error", "not_yet"]

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from ipu_emulator import record
-from ipu_emulator.code_exercises import as_a_fresh_script, code_exercise, sample_digits
+from ipu_emulator.code_exercises import ProgramRun, code_exercise, run_attempt, sample_digits
+from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, compare_weights,
+                                                   reference_run, weights_problem)
 from ipu_emulator.exercises import not_yet, right
-from ipu_emulator.ipu import config, ipu_compiler, ipu_infeed_queue, loops, scopes
+from ipu_emulator.ipu import ipu_compiler, ipu_infeed_queue, loops, scopes
 
 BATCH_SIZE = 32
 STEPS = 20
@@ -89,19 +90,11 @@ def solution(images, labels, steps):
     return total_loss / steps
 
 
-def run_training(train) -> record.ProgramRecord:
+def run_training(train) -> ProgramRun:
     """Call ``train(images, labels, STEPS)`` in a fresh graph on one IPU, with a small sample
-    of MNIST, and return the record of the engine runs it made.  An error in the learner's
-    code raises ``LearnerCodeFailed``.  The IPU system the learner configured, if any, is
-    configured again afterwards."""
-    with as_a_fresh_script(SDK_HINTS):
-        images, labels = sample_digits(IMAGES)
-        device = config.IPUConfig()
-        device.auto_select_ipus = 1
-        device.configure_ipu_system()
-        with record.capture() as runs:
-            train(images, labels, STEPS)
-    return runs
+    of MNIST: what it did.  An error in the learner's code raises ``LearnerCodeFailed``.  The
+    IPU system the learner configured, if any, is configured again afterwards."""
+    return run_attempt(train, *sample_digits(IMAGES), STEPS, hints=SDK_HINTS, ipus=1)
 
 
 def _runs(count: int) -> str:
@@ -118,7 +111,8 @@ def check_loop_on_device(train):
     if not callable(train):
         return not_yet("pass the function itself, without calling it: "
                        "check_loop_on_device(train).")
-    runs = run_training(train)
+    ran = run_training(train)
+    runs = ran.runs
     if runs.engine_runs == 0:
         return not_yet("your train function ran no IPU program: after building the compiled "
                        "loop, run it with sess.run inside the session (task d).")
@@ -145,11 +139,29 @@ def check_loop_on_device(train):
         return not_yet(f"your program made one engine run of {_iterations(run.iterations)}, "
                        f"fed by the infeed, but the check asked train for {STEPS} steps: "
                        f"repeat's count is train's `steps` argument.")
-    return right(f"one engine run of {STEPS} iterations, fed by the infeed: each iteration "
-                 f"took the next batch from it ({run.infeed_bytes_per_iteration:,} bytes: 32 "
-                 f"images and their labels), so the host launched the program once instead of "
-                 f"{STEPS} times. On an IPU system each launch costs about a millisecond, "
-                 f"longer than a step of this model: the sections below measure it.")
+    reference = reference_run("02.loop-on-device", lambda: run_training(solution))
+    compared = compare_weights(ran.weights, reference.weights)
+    problem = weights_problem(
+        compared, f"your program made one engine run of {STEPS} steps fed by the infeed",
+        f"The loop body returns minimize's result with any running values (task b): "
+        f"{NEVER_RUN_UPDATE}.",
+        "The loop keeps the step of the starting code (its model, loss and "
+        "GradientDescentOptimizer(0.05)), one batch of 32 per step.")
+    if problem is not None:
+        return problem
+    return right(f"one engine run of {run.iterations} iterations, fed by the infeed: each "
+                 f"iteration took the next batch from it ({run.infeed_bytes_per_iteration:,} "
+                 f"bytes: {_batch(run)} images and their labels), so the host launched the "
+                 f"program once instead of {run.iterations} times, and the weights ended where "
+                 f"the tutorial's program leaves them. On an IPU system each launch costs "
+                 f"about a millisecond, longer than a step of this model: the sections below "
+                 f"measure it.")
+
+
+def _batch(run) -> int:
+    """Images per batch, from the bytes the infeed gave each step (28 x 28 float32 images,
+    an int32 label each)."""
+    return run.infeed_bytes_per_iteration // (28 * 28 * 4 + 4)
 
 
 __all__ = ["check_loop_on_device", "solution", "run_training", "STARTING_CODE"]

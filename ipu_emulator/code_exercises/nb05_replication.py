@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import tensorflow as tf
 
-from ipu_emulator import record
-from ipu_emulator.code_exercises import (LearnerCodeFailed, code_exercise, learner_error,
-                                         sample_digits)
+from ipu_emulator.code_exercises import (LearnerCodeFailed, ProgramRun, code_exercise,
+                                         learner_error, run_attempt, sample_digits)
+from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, compare_weights,
+                                                   reference_run, same_values, weights_problem)
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue, loops,
                               optimizers, scopes)
-from ipu_emulator.runtime import ipu_backend, programs, replication
+from ipu_emulator.runtime import programs, replication
 
 BATCH_SIZE = 32
 STEPS = 10          # steps the check asks train for: each replica makes them all
@@ -117,8 +119,10 @@ class _Ran:
     """What the learner's ``train`` did: its engine runs, and whether the queues of the
     programs it built were told the replicas with ``replication_factor``."""
 
-    def __init__(self, runs: record.ProgramRecord, queues_told: bool):
-        self.runs = runs
+    def __init__(self, run: ProgramRun, queues_told: bool):
+        self.runs = run.runs
+        self.returned = run.returned
+        self.weights = run.weights
         self.queues_told = queues_told
 
 
@@ -127,20 +131,16 @@ def run_training(train) -> _Ran:
     a fresh script would start, on a small sample of MNIST; return what ran.  An error in the
     learner's code raises ``LearnerCodeFailed``.  The IPU system the learner configured in
     the notebook, if any, is configured again afterwards."""
-    graph = tf.Graph()
     try:
-        with ipu_backend.configuration_kept(), graph.as_default():
-            config.reset_ipu_configuration()  # the learner's code configures the device
-            tf.compat.v1.set_random_seed(0)
-            images, labels = sample_digits(IMAGES)
-            with record.capture() as runs:
-                train(images, labels, STEPS)
-    except Exception as error:  # pylint: disable=broad-except  (the learner's code: a hint)
+        ran = run_attempt(train, *sample_digits(IMAGES), STEPS)
+    except LearnerCodeFailed as failed:
+        error = failed.__cause__
         hint = _replication_mismatch_hint(getattr(error, "message", None) or str(error))
-        hints = {"": hint} if hint else SDK_HINTS
-        raise LearnerCodeFailed(learner_error(error, hints)) from error
-    replicas = runs.runs[-1].replicas if runs.runs else 1
-    return _Ran(runs, _queues_told(graph, replicas))
+        raise LearnerCodeFailed(learner_error(error, {"": hint} if hint else SDK_HINTS)) \
+            from error
+    replicas = ran.runs.runs[-1].replicas if ran.runs.runs else 1
+    graph = ran.weights.variables[0].graph if ran.weights.variables else None
+    return _Ran(ran, graph is not None and _queues_told(graph, replicas))
 
 
 def _queues_told(graph, replicas: int) -> bool:
@@ -219,18 +219,52 @@ def check_replicated_training(train):
                        f"the model's gradients are {gradient_bytes:,} bytes, so the replicas "
                        f"still applied updates of their own and drifted apart. Wrap the "
                        f"optimizer itself in ipu.optimizers.CrossReplicaOptimizer (task c).")
+    reference = reference_run("05.replicate", lambda: run_training(solution))
+    compared = compare_weights(ran.weights, reference.weights)
+    problem = weights_problem(
+        compared, f"your {run.replicas} replicas all-reduced their gradients",
+        f"The loop body returns the outfeed's enqueue and minimize's result: "
+        f"{NEVER_RUN_UPDATE}.",
+        "CrossReplicaOptimizer applies the mean of the replicas' gradients with the optimizer "
+        "it wraps, GradientDescentOptimizer(0.05) as in the starting code: wrap it, without "
+        "adding up or scaling the gradients yourself (task c).")
+    if problem is not None:
+        return problem
+    if not same_values(_losses(ran.returned), _losses(reference.returned)):
+        return not_yet(f"your replicas trained as the tutorial's do, but train returned "
+                       f"{_what(ran.returned)}, not the {STEPS} x {run.replicas} losses the "
+                       f"outfeed received: return what the outfeed's dequeue gives, "
+                       f"`return sess.run(read_losses)`, after the training run.")
     taken = run.replicas * run.iterations
     told = ("" if ran.queues_told else
             " (your queues were not told replication_factor: from SDK 2.1 the SDK reads it "
             "from the device and ignores the argument, but the tutorial's SDK needs it on "
             "both queues)")
+    batch = run.infeed_bytes_per_iteration // (28 * 28 * 4 + 4)
     return right(f"your program ran as {run.replicas} replicas on a device of {run.num_ipus} "
                  f"IPUs, in one engine run of {run.iterations} steps{told}. At every step each "
                  f"replica took its own mini-batch from the infeed ({taken} in all, "
                  f"{run.infeed_bytes_per_iteration:,} bytes each), and before every weight "
                  f"update the replicas all-reduced their gradients ({run.all_reduce_bytes:,} "
                  f"bytes each): all applied the same update, so they stayed one model, trained "
-                 f"on {run.replicas} x {BATCH_SIZE} images per update.")
+                 f"on {run.replicas} x {batch} images per update, to the weights the "
+                 f"tutorial's program ends with.")
+
+
+def _losses(returned):
+    """The losses ``train`` returned, as an array, or None when it returned no numbers."""
+    try:
+        values = np.asarray(returned, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    return values if values.size > 1 else None
+
+
+def _what(returned) -> str:
+    values = _losses(returned)
+    if values is None:
+        return "None" if returned is None else f"a {type(returned).__name__}"
+    return f"{values.size} values (the first {values.ravel()[0]:.3f})"
 
 
 __all__ = ["check_replicated_training", "solution", "run_training", "STARTING_CODE"]

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from ipu_emulator import record
-from ipu_emulator.code_exercises import as_a_fresh_script, code_exercise, sample_digits
+from ipu_emulator.code_exercises import ProgramRun, code_exercise, run_attempt, sample_digits
+from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, compare_weights,
+                                                   reference_run, weights_problem)
 from ipu_emulator.exercises import not_yet, right
-from ipu_emulator.ipu import config, ipu_compiler, ipu_infeed_queue, loops, optimizers, scopes
+from ipu_emulator.ipu import ipu_compiler, ipu_infeed_queue, loops, optimizers, scopes
 
 BATCH_SIZE = 32
 NUM_MINI_BATCHES = 16   # mini-batches per weight update: the tutorial's
@@ -99,19 +100,11 @@ def solution(images, labels, runs):
             sess.run(train_on_ipu)
 
 
-def run_training(train) -> record.ProgramRecord:
+def run_training(train) -> ProgramRun:
     """Call ``train(images, labels, RUNS)`` in a fresh graph on one IPU, with a small sample of
-    MNIST, and return the record of the engine runs it made.  An error in the learner's code
-    raises ``LearnerCodeFailed``.  The IPU system the learner configured, if any, is
-    configured again afterwards."""
-    with as_a_fresh_script(SDK_HINTS):
-        images, labels = sample_digits(IMAGES)
-        device = config.IPUConfig()
-        device.auto_select_ipus = 1
-        device.configure_ipu_system()
-        with record.capture() as runs:
-            train(images, labels, RUNS)
-    return runs
+    MNIST: what it did.  An error in the learner's code raises ``LearnerCodeFailed``.  The IPU
+    system the learner configured, if any, is configured again afterwards."""
+    return run_attempt(train, *sample_digits(IMAGES), RUNS, hints=SDK_HINTS, ipus=1)
 
 
 def _times(count: int) -> str:
@@ -128,7 +121,8 @@ def check_accumulating_training(train):
     if not callable(train):
         return not_yet("pass the function itself, without calling it: "
                        "check_accumulating_training(train).")
-    runs = run_training(train)
+    ran = run_training(train)
+    runs = ran.runs
     if runs.engine_runs == 0:
         return not_yet("your train function ran no IPU program: keep the sess.run of the "
                        "compiled loop inside the session, once per run.")
@@ -174,11 +168,23 @@ def check_accumulating_training(train):
                        f"the weights {_times(run.weight_updates)}. Task b: "
                        f"{UPDATES_PER_RUN} updates per run, a loop of {UPDATES_PER_RUN} x "
                        f"{NUM_MINI_BATCHES} = {MINI_BATCHES_PER_RUN} mini-batches.")
-    return right(f"{RUNS} engine runs of {MINI_BATCHES_PER_RUN} mini-batches each, and the "
-                 f"optimizer added up {NUM_MINI_BATCHES} of them per update: each run changed "
-                 f"the weights {_times(run.weight_updates)} ({updates} in all, instead of "
-                 f"{mini_batches}), each time on the gradients of {NUM_MINI_BATCHES} x "
-                 f"{BATCH_SIZE} = {NUM_MINI_BATCHES * BATCH_SIZE} images.")
+    reference = reference_run("06.accumulate", lambda: run_training(solution))
+    compared = compare_weights(ran.weights, reference.weights)
+    problem = weights_problem(
+        compared, f"each run made {_mini_batches(run.iterations)} and the optimizer added up "
+                  f"{NUM_MINI_BATCHES} per update",
+        f"The loop body returns the accumulating optimizer's minimize: {NEVER_RUN_UPDATE}.",
+        f"The wrapper adds the {NUM_MINI_BATCHES} mini-batches' gradients up and applies them "
+        f"with the starting code's optimizer, GradientDescentOptimizer(0.01), as it is: keep "
+        f"its learning rate and the loss unchanged.")
+    if problem is not None:
+        return problem
+    batch = run.infeed_bytes_per_iteration // (28 * 28 * 4 + 4)
+    return right(f"{runs.engine_runs} engine runs of {run.iterations} mini-batches each, and "
+                 f"the optimizer added up {count} of them per update: each run changed the "
+                 f"weights {_times(run.weight_updates)} ({updates} in all, instead of "
+                 f"{mini_batches}), each time on the gradients of {count} x {batch} = "
+                 f"{count * batch} images, to the weights the tutorial's program ends with.")
 
 
 __all__ = ["check_accumulating_training", "solution", "run_training", "STARTING_CODE"]

@@ -17,6 +17,9 @@ import tensorflow as tf
 
 from ipu_emulator import record
 from ipu_emulator.code_exercises import as_a_fresh_script, code_exercise, sample_digits
+from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, compare_weights,
+                                                   reference_run, weights_problem)
+from ipu_emulator.code_exercises.weights import WeightWatch
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import config, ipu_compiler, ipu_infeed_queue, loops, optimizers, scopes
 from ipu_emulator.lessons.placement import layer_of
@@ -93,8 +96,9 @@ class _Ran:
     """What one run of the learner's step did: the IPUs each layer's forward ops and
     gradient ops ran on, and the engine run's record."""
 
-    def __init__(self, program, run):
+    def __init__(self, program, run, weights: WeightWatch):
         self.run = run
+        self.weights = weights
         self.forward: Dict[str, Set[int]] = defaultdict(set)
         self.gradients: Dict[str, Set[int]] = defaultdict(set)
         for op in program.new_ops:
@@ -110,7 +114,8 @@ def run_step(step) -> _Ran:
     """Build ``step`` into one weight update's loop on a device of two IPUs, run it once, and
     say what ran.  An error in the learner's code raises ``LearnerCodeFailed``.  The IPU
     system the learner configured, if any, is configured again afterwards."""
-    with as_a_fresh_script(SDK_HINTS) as graph:
+    weights = WeightWatch()
+    with as_a_fresh_script(SDK_HINTS, watch=weights) as graph:
         dataset = tf.data.Dataset.from_tensor_slices(
             sample_digits(BATCH_SIZE * MINI_BATCHES))
         infeed = ipu_infeed_queue.IPUInfeedQueue(
@@ -129,7 +134,8 @@ def run_step(step) -> _Ran:
             session.run(infeed.initializer)
             with record.capture() as runs:
                 session.run(train, {learning_rate: 0.01})
-    return _Ran(program, runs.runs[-1])
+            weights.read(session)
+    return _Ran(program, runs.runs[-1], weights)
 
 
 def _program_of(graph):
@@ -161,6 +167,16 @@ def check_sharded_step(training_step):
         return not_yet("the gradients of IPU0's layers ran on IPU0. Task b builds the optimizer "
                        "inside ipu_shard(1), with the last layers: the SDK then computes every "
                        "gradient on IPU1, as Graphcore's trace of this step shows.")
+    reference = reference_run("07.shard-the-step", lambda: run_step(solution))
+    problem = weights_problem(
+        compare_weights(ran.weights, reference.weights),
+        "your step ran as the tutorial's step 2, flatten to dense64 on IPU0 and the rest on "
+        "IPU1",
+        f"Keep the optimizer's minimize in ipu_shard(1) and return it: {NEVER_RUN_UPDATE}.",
+        "Sharding changes where the ops run, not what they compute: keep the layers, the loss "
+        "and the accumulating optimizer of the starting code as they were (task c).")
+    if problem is not None:
+        return problem
     [(_, _, copied, copies)] = [r for r in ran.run.stages[1].reads if r[0] == "backward"]
     return right(f"your step ran as the tutorial's step 2: flatten to dense64 on IPU0; "
                  f"dense32, the logits, the loss and every gradient on IPU1. For its backward "

@@ -17,13 +17,19 @@ accumulation count and repeat count, and the losses the outfeed returned.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from typing import Dict, Set
 
 import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
-from ipu_emulator.code_exercises import as_a_fresh_script, code_exercise, sample_digits
+from ipu_emulator.code_exercises import (as_a_fresh_script, code_exercise, forward_ops_by_stage,
+                                         sample_digits)
+from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, compare_weights,
+                                                   optimizer_kinds, reference_run, same_values,
+                                                   weights_problem)
+from ipu_emulator.code_exercises.weights import WeightWatch
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue,
                               pipelining_ops, scopes)
@@ -144,18 +150,16 @@ class _Ran:
     each layer's forward ops were built in (empty without a pipeline), and
     the mean loss the outfeed returned for each run (None when it returned no loss)."""
 
-    def __init__(self, program, run, losses):
+    def __init__(self, program, run, losses, outfed, weights: WeightWatch):
         self.run = run
         self.losses = losses
+        self.outfed = outfed          # what the last dequeue gave the host
+        self.weights = weights
         self.forward: Dict[str, Set[int]] = defaultdict(set)
-        for build in programs.pipelines_of(program):
-            for name, stage in build.stage_of_op.items():
-                layer = layer_of(name, LAYERS)
-                parts = name.split("/")
-                # The forward pass only: not the gradients, nor the weight update's plumbing.
-                if layer is not None and "gradients" not in parts and not any(
-                        part.startswith("update_") for part in parts):
-                    self.forward[layer].add(stage)
+        for name, stage in forward_ops_by_stage(program, program.graph):
+            layer = layer_of(name, LAYERS)
+            if layer is not None:
+                self.forward[layer].add(stage)
 
 
 def _mean_loss(outfed):
@@ -176,7 +180,8 @@ def run_model(model) -> _Ran:
     ``RUNS`` times with the outfeed dequeued after each, and say what ran.  An error in the
     learner's code raises ``LearnerCodeFailed``.  The IPU system the learner configured, if
     any, is configured again afterwards."""
-    with as_a_fresh_script(SDK_HINTS) as graph:
+    weights = WeightWatch()
+    with as_a_fresh_script(SDK_HINTS, watch=weights) as graph:
         dataset = tf.data.Dataset.from_tensor_slices(
             sample_digits(BATCH_SIZE * GRADIENT_ACCUMULATION_COUNT * REPEAT_COUNT))
         infeed = ipu_infeed_queue.IPUInfeedQueue(
@@ -200,8 +205,10 @@ def run_model(model) -> _Ran:
             with record.capture() as runs:
                 for _ in range(RUNS):
                     session.run(train, {learning_rate: 0.01})
-                    losses.append(_mean_loss(session.run(dequeue)))
-    return _Ran(program, runs.runs[-1], None if None in losses else losses)
+                    outfed = session.run(dequeue)
+                    losses.append(_mean_loss(outfed))
+            weights.read(session)
+    return _Ran(program, runs.runs[-1], None if None in losses else losses, outfed, weights)
 
 
 def _program_of(graph):
@@ -278,11 +285,35 @@ def check_pipelined_model(pipelined_model):
     if ran.losses is None:
         return not_yet("the outfeed returned no loss. Pass outfeed_queue=outfeed and "
                        "outfeed_loss=True, and return (learning_rate, loss) from stage2.")
-    if not ran.losses[-1] < ran.losses[0]:
-        return not_yet(f"the mean loss did not fall over {RUNS} runs "
-                       f"({', '.join(f'{loss:.3f}' for loss in ran.losses)}): check that "
-                       f"optimizer_function returns the loss it was given and an optimizer "
-                       f"with learning_rate.")
+    if isinstance(ran.outfed, (list, tuple, dict)):
+        return not_yet(f"the outfeed brought back {len(ran.outfed)} values per micro-batch, "
+                       f"all of the last stage's outputs (the learning rate with the loss): "
+                       f"task c asks for outfeed_loss=True, so that the pipeline sends the "
+                       f"loss alone, one value per micro-batch.")
+    reference = reference_run("09.pipeline-the-model", lambda: run_model(solution))
+    chosen = optimizer_kinds(ran.weights) - optimizer_kinds(reference.weights)
+    compared = compare_weights(ran.weights, reference.weights)
+    what_ran = (f"your Grouped pipeline ran {REPEAT_COUNT} passes of "
+                f"{GRADIENT_ACCUMULATION_COUNT} micro-batches per run, as the tutorial's")
+    if chosen:   # another optimizer: the task leaves its choice free, so only that it trains
+        compared = compared and replace(compared, distance=0.0)
+    problem = weights_problem(
+        compared, what_ran,
+        f"optimizer_function returns OptimizerFunctionOutput(optimizer, loss) with the loss "
+        f"it was given: {NEVER_RUN_UPDATE}.",
+        "The pipeline adds up the 16 micro-batches' gradients itself and applies them with "
+        "optimizer_function's optimizer, GradientDescentOptimizer(learning_rate): keep the "
+        "learning rate it is given and the loss as stage2 computes it.")
+    if problem is not None:
+        return problem
+    if not chosen and not same_values(ran.losses, reference.losses):
+        return not_yet(f"{what_ran}, but the losses the outfeed brought back "
+                       f"({', '.join(f'{loss:.3f}' for loss in ran.losses)} per run) are not "
+                       f"the ones its stages computed: stage2 returns (learning_rate, loss), "
+                       f"and outfeed_loss=True sends that loss.")
+    optimizer = ("" if not chosen else
+                 f" (with {' and '.join(sorted(chosen))} as your optimizer: the task leaves "
+                 f"its choice to you, so the check saw it train and compared no weights)")
     return right(f"your program ran as the tutorial's step 3: a Grouped pipeline of two "
                  f"stages, flatten to dense64 on IPU0 and dense32, the logits and the loss on "
                  f"IPU1. Each sess.run made {REPEAT_COUNT} passes of "
@@ -290,7 +321,7 @@ def check_pipelined_model(pipelined_model):
                  f"one weight update per pass; the mean loss went "
                  f"{' -> '.join(f'{loss:.3f}' for loss in ran.losses)} over {RUNS} runs. "
                  f"Unlike step 2's shards, each stage's backward pass ran on its own IPU, and "
-                 f"both IPUs worked at once on different micro-batches.")
+                 f"both IPUs worked at once on different micro-batches{optimizer}.")
 
 
 __all__ = ["check_pipelined_model", "solution", "run_model", "STARTING_CODE"]

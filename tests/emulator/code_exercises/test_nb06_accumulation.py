@@ -154,7 +154,7 @@ def test_the_record_counts_the_weight_updates_of_what_ran():
     up; one for the program that applies them."""
     def updates(train):
         return [(run.iterations, run.gradient_accumulation_count, run.weight_updates)
-                for run in code_exercises.run_training(train).runs]
+                for run in code_exercises.run_training(train).runs.runs]
     assert updates(code_exercises.solution) == [(32, 16, 2)] * 3
     assert updates(train_of(START)) == [(20, 1, 20)] * 3
     by_hand = set(updates(accumulated_by_hand))

@@ -1,0 +1,144 @@
+"""Judging the learner's run against the reference solution's run.
+
+A check runs the learner's program and the exercise's reference on the same data, the same
+step count and the same start weights (``weights.WeightWatch``), then compares what both did:
+the record's structure first (each check's own rules, in the tutorial's task order), then the
+weights each left and the values each returned.  A correct alternative (another spelling of
+the API, another order of building, a ``while_loop`` for ``repeat``) leaves the reference's
+weights to float32 rounding; a program that never trains, scales its update, skips a batch or
+returns something else does not, and the size of the difference names the mistake.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Dict, FrozenSet, Optional
+
+import numpy as np
+
+from ipu_emulator.code_exercises.weights import WeightWatch
+from ipu_emulator.exercises import Feedback, not_yet
+
+# How far (relative to the size of the reference's update) the learner's weights may land
+# from the reference's.  Reordered float32 sums move them by ~1e-6; every wrong program the
+# tests try moves them by 0.3 or more.
+TOLERANCE = 0.02
+# How close two returned values must be (relative): the same losses, computed again.
+VALUES_TOLERANCE = 1e-3
+
+_APPLY_OP = re.compile(r"^(Resource)?(Sparse)?Apply(\w+)$")
+
+
+@dataclass(frozen=True)
+class WeightsCompared:
+    """The learner's weights after their run beside the reference's."""
+
+    shapes_match: bool
+    moved: bool          # the learner's weights left their start
+    scale: float         # the size of the learner's update over the reference's
+    distance: float      # how far the learner's weights are from the reference's, relative
+
+    @property
+    def same(self) -> bool:
+        return self.shapes_match and self.distance <= TOLERANCE
+
+
+def _flat(values):
+    return np.concatenate([np.ravel(np.asarray(v, dtype=np.float64)) for v in values]) \
+        if values else np.zeros(0)
+
+
+def compare_weights(learner: WeightWatch, reference: WeightWatch) -> Optional[WeightsCompared]:
+    """The comparison, or None when the learner's weights could not be read."""
+    if learner.final is None or reference.final is None:
+        return None
+    shapes = [np.shape(v) for v in learner.final]
+    if shapes != [np.shape(v) for v in reference.final]:
+        moved = any(start is not None and not np.array_equal(start, final)
+                    for start, final in zip(learner.start, learner.final))
+        return WeightsCompared(False, moved, float("nan"), float("inf"))
+    known = [k for k, (a, b) in enumerate(zip(learner.start, reference.start))
+             if a is not None and b is not None]
+    learner_change = _flat([learner.final[k] - learner.start[k] for k in known])
+    reference_change = _flat([reference.final[k] - reference.start[k] for k in known])
+    reference_size = float(np.linalg.norm(reference_change)) or 1.0
+    return WeightsCompared(
+        shapes_match=True,
+        moved=bool(np.any(learner_change != 0)),
+        scale=float(np.linalg.norm(learner_change)) / reference_size,
+        distance=float(np.linalg.norm(_flat(learner.final) - _flat(reference.final)))
+        / reference_size)
+
+
+def optimizer_kinds(watch: WeightWatch) -> FrozenSet[str]:
+    """The weight-update ops (``ApplyGradientDescent``, ``ResourceApplyAdam``...) of the graph
+    the watched variables live in, by kind ("GradientDescent", "Adam"...); empty for eager
+    variables."""
+    if not watch.variables:
+        return frozenset()
+    try:
+        operations = watch.variables[0].graph.get_operations()
+    except AttributeError:
+        return frozenset()
+    return frozenset(found.group(3) for found in (_APPLY_OP.match(op.type)
+                                                   for op in operations) if found)
+
+
+def times(scale: float) -> str:
+    """"16 times smaller", "twice as large", "about as large"."""
+    if not np.isfinite(scale):
+        return "of another shape"
+    if 0.9 <= scale <= 1.1:
+        return "about as large"
+    if scale > 1:
+        return "twice as large" if abs(scale - 2) < 0.1 else f"{scale:.3g} times larger"
+    return "half as large" if abs(scale - 0.5) < 0.05 else f"{1 / scale:.3g} times smaller"
+
+
+def same_values(learner, reference) -> bool:
+    """Whether the learner returned the reference's values (losses), to float32 rounding."""
+    try:
+        mine = np.asarray(learner, dtype=np.float64)
+        theirs = np.asarray(reference, dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    return mine.shape == theirs.shape and bool(
+        np.allclose(mine, theirs, rtol=VALUES_TOLERANCE, atol=1e-6))
+
+
+# Why weights stay put, whatever the exercise: an update built but never asked for.
+NEVER_RUN_UPDATE = ("in TensorFlow 1 an op runs only if something asks for it, so the "
+                    "optimizer's op (minimize's result) must be among what the step returns")
+
+
+def weights_problem(compared: Optional[WeightsCompared], what_ran: str, never_changed: str,
+                    elsewhere: str) -> Optional[Feedback]:
+    """"Not yet" when the learner's weights never moved (``never_changed``: the hint) or
+    ended away from the reference's (``elsewhere``: what the task keeps as it was), after
+    ``what_ran`` (what the learner's run did right, in their numbers); None when they agree
+    or could not be read."""
+    if compared is None:
+        return None
+    if not compared.moved:
+        return not_yet(f"{what_ran}, but the weights never changed: the program computed the "
+                       f"loss and left the model as it was. {never_changed}")
+    if not compared.same:
+        return not_yet(f"{what_ran}, but the weights ended elsewhere than the tutorial's "
+                       f"program's from the same start, on the same data: your updates were "
+                       f"{times(compared.scale)}. {elsewhere}")
+    return None
+
+
+_REFERENCE_RUNS: Dict[str, object] = {}
+
+
+def reference_run(name: str, run: Callable[[], object]):
+    """The reference's run for exercise ``name``, run once per process: it is the same every
+    time (same data, same start weights)."""
+    if name not in _REFERENCE_RUNS:
+        _REFERENCE_RUNS[name] = run()
+    return _REFERENCE_RUNS[name]
+
+
+__all__ = ["TOLERANCE", "WeightsCompared", "compare_weights", "optimizer_kinds", "times",
+           "same_values", "reference_run", "weights_problem", "NEVER_RUN_UPDATE"]

@@ -1,0 +1,160 @@
+"""What a program did to its weights: the same start for the learner's and the reference's
+program, and their values when it ended.
+
+A check judges the learner's run against the reference solution's run on the same data.  For
+their weights to be comparable they must start equal, whatever order the two programs built
+their graphs in (TensorFlow derives each initializer's seed from the ops built before it, so
+configuring the device first, or building the dataset later, would give other random starts).
+``WeightWatch`` therefore gives the k-th trainable matrix a program creates the same
+Glorot-uniform values in both runs, drawn from a generator seeded by k; vectors (biases, batch
+norm's scale and offset) keep their initializers, which are constants.
+
+The values at the end are read where the program leaves them: in TensorFlow 1 when the
+learner's session closes (``with tf.Session() as sess:`` closes it inside their function), or
+from the last session that ran something if it was never closed; in TensorFlow 2 from the
+variables themselves.
+"""
+from __future__ import annotations
+
+import contextlib
+import weakref
+from typing import List, Optional
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.client import session as tf_session
+
+from ipu_emulator.runtime import session_run
+
+
+def _start_values(index: int, shape, dtype) -> np.ndarray:
+    """The ``index``-th matrix's start: Glorot uniform (Keras's default for Dense and conv
+    kernels), from a generator seeded by its place among the program's matrices."""
+    fan_in = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
+    fan_out = int(shape[-1]) if shape else 1
+    if len(shape) > 2:   # a convolution kernel: the receptive field counts in both fans
+        field = int(np.prod(shape[:-2]))
+        fan_in, fan_out = field * int(shape[-2]), field * int(shape[-1])
+    limit = np.sqrt(6.0 / max(1, fan_in + fan_out))
+    generator = np.random.default_rng(1000 + index)
+    return generator.uniform(-limit, limit, size=shape).astype(dtype.as_numpy_dtype)
+
+
+def _shape_and_dtype(kwargs):
+    """The shape and dtype of the variable ``kwargs`` ask for, from the request when it says
+    them fully, else from the initial value (called when it is a function)."""
+    shape = kwargs.get("shape")
+    dtype = kwargs.get("dtype")
+    value = kwargs.get("initial_value")
+    known = shape is not None and tf.TensorShape(shape).is_fully_defined() and dtype is not None
+    if not known:
+        value = value() if callable(value) else value
+        value = tf.convert_to_tensor(value, dtype=dtype)
+        shape, dtype = value.shape, value.dtype
+    return tuple(tf.TensorShape(shape).as_list()), tf.as_dtype(dtype).base_dtype
+
+
+class WeightWatch:
+    """The trainable variables a program creates, in creation order, started alike in every
+    run, and their values when the program ended (``final``; None when they could not be
+    read: never initialized, or the session gone)."""
+
+    def __init__(self):
+        self.variables: List = []
+        self.start: List[Optional[np.ndarray]] = []
+        self.final: Optional[List[np.ndarray]] = None
+        self._matrices = 0
+        self._last_session = None
+
+    # --- creation ---------------------------------------------------------------------------
+
+    def _creator(self, next_creator, **kwargs):
+        start = None
+        if kwargs.get("trainable") is not False and kwargs.get("initial_value") is not None:
+            start = self._start(kwargs)
+        variable = next_creator(**kwargs)
+        if variable.trainable and not any(variable is seen for seen in self.variables):
+            self.variables.append(variable)
+            self.start.append(start)
+        return variable
+
+    def _start(self, kwargs) -> Optional[np.ndarray]:
+        """Set a matrix's start (in ``kwargs``) and return it; a vector's start is its
+        initializer's constant value, or None when that is not a constant."""
+        with tf.init_scope():   # any op made here belongs outside the program's loops
+            shape, dtype = _shape_and_dtype(kwargs)
+            if not dtype.is_floating:
+                return None
+            if len(shape) >= 2:
+                start = _start_values(self._matrices, shape, dtype)
+                self._matrices += 1
+                kwargs["initial_value"] = lambda: tf.constant(start)
+                kwargs["shape"], kwargs["dtype"] = shape, dtype
+                return start
+            value = kwargs["initial_value"]
+            value = tf.convert_to_tensor(value() if callable(value) else value, dtype=dtype)
+            start = tf.get_static_value(value)
+            if start is not None:
+                kwargs["initial_value"] = lambda: tf.constant(start, dtype=dtype)
+            return None if start is None else np.asarray(start)
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def _read_in(self, session) -> None:
+        """Read the variables of ``session``'s graph with the unwrapped ``Session.run`` (a
+        read is no engine run); leave ``final`` as it was if they cannot be read."""
+        mine = [variable for variable in self.variables if variable.graph is session.graph]
+        if not mine or len(mine) != len(self.variables):
+            return
+        try:
+            self.final = [np.asarray(value) for value in
+                          session_run.unwrapped_run(session, mine)]
+        except (tf.errors.OpError, RuntimeError):
+            pass
+
+    @contextlib.contextmanager
+    def watching(self):
+        """Inside: variables made alike and watched; sessions read before they close."""
+        watch = self
+        original_close = tf_session.BaseSession.close
+        original_run = tf_session.BaseSession.run
+
+        def close(session):
+            if not getattr(session, "_closed", False):
+                watch._read_in(session)
+            return original_close(session)
+
+        def run(session, *args, **kwargs):
+            watch._last_session = weakref.ref(session)
+            return original_run(session, *args, **kwargs)
+
+        tf_session.BaseSession.close = close
+        tf_session.BaseSession.run = run
+        try:
+            with tf.variable_creator_scope(self._creator):
+                yield self
+        finally:
+            tf_session.BaseSession.close = original_close
+            tf_session.BaseSession.run = original_run
+        self._read_what_is_left()
+
+    def _read_what_is_left(self) -> None:
+        """After the program: eager variables are read as they are; graph variables from the
+        last session that ran, if the program left it open."""
+        if not self.variables:
+            return
+        try:
+            self.final = [np.asarray(variable.numpy()) for variable in self.variables]
+            return
+        except (NotImplementedError, AttributeError, ValueError, tf.errors.OpError):
+            pass   # graph variables: their values live in a session
+        session = self._last_session() if self._last_session is not None else None
+        if session is not None and not getattr(session, "_closed", False):
+            self._read_in(session)
+
+    def read(self, session) -> None:
+        """Read the values now, from ``session`` (a check that runs the program itself)."""
+        self._read_in(session)
+
+
+__all__ = ["WeightWatch"]
