@@ -128,6 +128,12 @@ class PipelineSettings:
     offload_weights: bool = False
     offload_activations: bool = False
     accumulation_dtype_bytes: int = 4
+    # Memory options the program switched on that the simulator does not price (their
+    # SDK names, e.g. "offload_weights"): a check or a view can say so.
+    unmodelled_options: Tuple[str, ...] = ()
+    # The ``RecomputationMode`` the pipeline was given (its name); it recomputes only when the
+    # system allows it (``recompute``).
+    recomputation_mode: str = "Auto"
 
 
 @dataclass(frozen=True)

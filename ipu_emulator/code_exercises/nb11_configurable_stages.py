@@ -22,7 +22,11 @@ import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
-from ipu_emulator.code_exercises import as_a_fresh_script, code_exercise, sample_digits
+from ipu_emulator.code_exercises import (as_a_fresh_script, code_exercise, forward_ops_by_stage,
+                                         sample_digits)
+from ipu_emulator.code_exercises.reference import (compare_weights, reference_run, same_values,
+                                                   weights_problem)
+from ipu_emulator.code_exercises.weights import WeightWatch
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue,
                               pipelining_ops, scopes)
@@ -157,19 +161,24 @@ class _Ran:
 
     SCOPE = re.compile(r"stage(\d+)_(\w+?)(?:_\d+)?$")
 
-    def __init__(self, program, run, losses):
+    def __init__(self, program, run, outfed, weights: WeightWatch):
         self.run = run
-        self.losses = losses
+        self.outfed = outfed          # what the dequeue gave the host
+        self.weights = weights
         self.forward: Dict[str, Set[int]] = defaultdict(set)
-        for build in programs.pipelines_of(program):
-            for name, stage in build.stage_of_op.items():
-                parts = name.split("/")
-                if "gradients" in parts or any(p.startswith("update_") for p in parts):
-                    continue  # the forward pass only
-                for part in parts:
-                    match = self.SCOPE.match(part)
-                    if match and match.group(2) in LAYER_NAMES:
-                        self.forward[match.group(2)].add(stage)
+        for name, stage in forward_ops_by_stage(program, program.graph):
+            for part in name.split("/"):
+                match = self.SCOPE.match(part)
+                if match and match.group(2) in LAYER_NAMES:
+                    self.forward[match.group(2)].add(stage)
+
+    @property
+    def losses(self) -> np.ndarray:
+        """The losses the outfeed brought back (empty when it brought back something
+        else: a tuple of all the last stage's outputs)."""
+        if isinstance(self.outfed, (list, tuple, dict)):
+            return np.zeros(0)
+        return np.asarray(self.outfed, dtype=np.float64)
 
 
 def run_pipeline(pipeline_for_splits, splits: Sequence[str]) -> _Ran:
@@ -177,7 +186,8 @@ def run_pipeline(pipeline_for_splits, splits: Sequence[str]) -> _Ran:
     run it once and say what ran.  An error in the learner's code raises
     ``LearnerCodeFailed``.  The IPU system the learner configured is configured again
     afterwards."""
-    with as_a_fresh_script(SDK_HINTS) as graph:
+    weights = WeightWatch()
+    with as_a_fresh_script(SDK_HINTS, watch=weights) as graph:
         dataset = tf.data.Dataset.from_tensor_slices(
             sample_digits(BATCH_SIZE * GRADIENT_ACCUMULATION_COUNT))
         infeed = ipu_infeed_queue.IPUInfeedQueue(
@@ -199,8 +209,9 @@ def run_pipeline(pipeline_for_splits, splits: Sequence[str]) -> _Ran:
             session.run(infeed.initializer)
             with record.capture() as runs:
                 session.run(train, {learning_rate: 0.01})
-            losses = np.asarray(session.run(dequeue), dtype=np.float64)
-    return _Ran(program, runs.runs[-1], losses)
+            outfed = session.run(dequeue)
+            weights.read(session)
+    return _Ran(program, runs.runs[-1], outfed, weights)
 
 
 def _pieces(splits: Sequence[str]) -> List[List[str]]:
@@ -244,9 +255,30 @@ def _problem(ran: _Ran, splits: Sequence[str]):
         return not_yet(f"with splits {list(splits)} your stages were {_described(built)}; "
                        f"they should be {_described(wanted)}: each stage runs the layers "
                        f"from one split up to the next (task a).")
+    if isinstance(ran.outfed, (list, tuple, dict)):
+        return not_yet(f"with splits {list(splits)} the outfeed brought back "
+                       f"{len(ran.outfed)} values per micro-batch, all of the last stage's "
+                       f"outputs: keep outfeed_loss=True in the pipeline, so that it sends "
+                       f"the loss alone.")
     if not (np.isfinite(ran.losses).all() and ran.losses.size):
         return not_yet("the outfeed returned no loss: keep outfeed_queue=outfeed and "
                        "outfeed_loss=True in the pipeline.")
+    reference = reference_run(f"11.stages-from-splits {list(splits)}",
+                              lambda: run_pipeline(solution, splits))
+    problem = weights_problem(
+        compare_weights(ran.weights, reference.weights),
+        f"with splits {list(splits)} your stages were {_described(wanted)}",
+        "Keep the starting code's optimizer_function as it is, passed to the pipeline.",
+        "The stages call each layer's function once, in the model's order, passing each "
+        "layer's outputs on to the next; the pipeline keeps gradient_accumulation_count=16 "
+        "and the starting code's optimizer_function.")
+    if problem is not None:
+        return problem
+    if not same_values(ran.losses, reference.losses):
+        return not_yet(f"with splits {list(splits)} your stages were {_described(wanted)} and "
+                       f"trained as the tutorial's, but the outfeed brought back other values "
+                       f"than the losses they computed: the last stage returns the loss, "
+                       f"and outfeed_loss=True sends it.")
     return None
 
 

@@ -18,9 +18,7 @@ time, against every other choice of options on the same stages.
 """
 from __future__ import annotations
 
-import inspect
 import itertools
-import re
 from typing import Dict, Tuple
 
 import numpy as np
@@ -28,6 +26,9 @@ import tensorflow as tf
 
 from ipu_emulator import record
 from ipu_emulator.code_exercises import as_a_fresh_script, code_exercise, sample_digits
+from ipu_emulator.code_exercises.reference import (compare_weights, optimizer_kinds,
+                                                   reference_run, same_values, weights_problem)
+from ipu_emulator.code_exercises.weights import WeightWatch
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue,
                               pipelining_ops, scopes)
@@ -133,12 +134,14 @@ def solution_pipelined_model(infeed, outfeed):
 SOLUTION = (solution_configure_ipus, solution_pipelined_model)
 
 
-def run_program(configure_ipus, pipelined_model) -> Tuple[record.EngineRun, np.ndarray]:
+def run_program(configure_ipus, pipelined_model
+                ) -> Tuple[record.EngineRun, np.ndarray, WeightWatch]:
     """Configure with ``configure_ipus()``, build ``pipelined_model(infeed, outfeed)`` on the
     MNIST sample, run it ``RUNS`` times; return the last engine run's record and the losses.
     An error in the learner's code raises ``LearnerCodeFailed``; the IPU system the learner
     configured before is configured again afterwards."""
-    with as_a_fresh_script(SDK_HINTS, seed=1) as graph:
+    weights = WeightWatch()
+    with as_a_fresh_script(SDK_HINTS, seed=1, watch=weights) as graph:
         configure_ipus()
         images, labels = sample_digits(
             BATCH_SIZE * GRADIENT_ACCUMULATION_COUNT * REPEAT_COUNT)
@@ -157,7 +160,8 @@ def run_program(configure_ipus, pipelined_model) -> Tuple[record.EngineRun, np.n
                 for _ in range(RUNS):
                     session.run(train)
                     losses.append(np.asarray(session.run(dequeue), dtype=np.float64))
-    return runs.runs[-1], np.concatenate([np.ravel(loss) for loss in losses])
+            weights.read(session)
+    return runs.runs[-1], np.concatenate([np.ravel(loss) for loss in losses]), weights
 
 
 def options_of(run: record.EngineRun) -> Dict:
@@ -187,6 +191,14 @@ def fastest_fitting(stages) -> Dict:
     return min(fitting, key=lambda f: f[:2])[2]
 
 
+def _reference():
+    return reference_run("12.fit-in-memory", lambda: run_program(*SOLUTION))
+
+
+def _kinds(kinds) -> str:
+    return " and ".join(sorted(kinds)) if kinds else "no optimizer"
+
+
 def _switched_on(options: Dict):
     return [name for name, value in options.items() if value != MEMORY_OPTIONS[name][0]]
 
@@ -194,24 +206,6 @@ def _switched_on(options: Dict):
 def _described(options: Dict) -> str:
     names = [SDK_WORDS[name] for name in _switched_on(options)]
     return ", ".join(names) if names else "no memory option"
-
-
-# Code that asks for recomputation: the system option switched on, or a pipeline mode given.
-_ASKS_FOR_RECOMPUTATION = re.compile(r"allow_recompute\s*=\s*True|recomputation_mode\s*=")
-
-
-def _asks_for_recomputation(*functions) -> bool:
-    """Whether the learner's code asks for recomputation (their cells' source, without
-    comments, where Python can find it)."""
-    for function in functions:
-        try:
-            source = inspect.getsource(function)
-        except (OSError, TypeError):
-            continue
-        code = "\n".join(line.split("#")[0] for line in source.splitlines())
-        if _ASKS_FOR_RECOMPUTATION.search(code):
-            return True
-    return False
 
 
 @code_exercise("12.fit-in-memory", solution=SOLUTION)
@@ -223,25 +217,39 @@ def check_fits_in_memory(configure_ipus, pipelined_model=None):
     if not (callable(configure_ipus) and callable(pipelined_model)):
         return not_yet("pass both functions, each without calling it: "
                        "check_fits_in_memory(configure_ipus, pipelined_model).")
-    run, losses = run_program(configure_ipus, pipelined_model)
+    run, losses, weights = run_program(configure_ipus, pipelined_model)
     if run.pipeline is None:
         return not_yet("your program ran no pipeline: pipelined_model must return what "
                        "ipu.pipelining_ops.pipeline(...) returns.")
+    _, reference_losses, reference_weights = _reference()
+    kinds, wanted = optimizer_kinds(weights), optimizer_kinds(reference_weights)
+    if kinds != wanted:
+        return not_yet(f"your pipeline updated the weights with {_kinds(kinds)}, not the "
+                       f"notebook's momentum optimizer: its state, as big as the weights, is "
+                       f"one of the terms to fit. Keep optimizer_function as the notebook "
+                       f"gives it, and change only the memory options.")
     options = options_of(run)
     peak, seconds = priced(run.stages, options)
     reference_peak, reference_seconds = priced(run.stages, {})
     measured = (f"your pipeline ran with {_described(options)}: IPU 0 peaks at {peak:.2f} MB "
                 f"(reference {reference_peak:.2f} MB), one pass takes {seconds * 1e6:.0f} µs "
                 f"(reference {reference_seconds * 1e6:.0f} µs)")
-    if not options["recompute"] and _asks_for_recomputation(configure_ipus, pipelined_model):
-        return not_yet(f"{measured}. Your code asks for recomputation, but nothing was "
-                       f"recomputed: the pipeline recomputes only when the system was "
-                       f"configured with config.allow_recompute = True, set before "
-                       f"config.configure_ipu_system().")
+    if "offload_weights" in run.pipeline.unmodelled_options:
+        return not_yet(f"{measured}. You passed offload_weights=True: in Graphcore's SDK it "
+                       f"offloads the weights that replicated_weight_sharding partitions "
+                       f"across replicas, and does nothing on this unreplicated pipeline. The "
+                       f"optimizer's state goes to streaming memory with "
+                       f"offload_weight_update_variables=True.")
     if not np.isfinite(losses).all() or not losses.size:
         return not_yet(f"{measured}, but the outfeed returned no finite loss: keep "
                        f"outfeed_loss=True and the notebook's optimizer_function.")
     if peak > BUDGET_MB:
+        if not options["recompute"] and run.pipeline.recomputation_mode != "Auto":
+            return not_yet(f"{measured}: over the {BUDGET_MB} MB budget. Your pipeline asks "
+                           f"for recomputation_mode={run.pipeline.recomputation_mode}, but "
+                           f"nothing was recomputed: the pipeline recomputes only when the "
+                           f"system was configured with config.allow_recompute = True, set "
+                           f"before config.configure_ipu_system().")
         if not _switched_on(options):
             return not_yet(f"{measured}: over the {BUDGET_MB} MB budget. Which terms make up "
                            f"IPU 0's memory (the sum printed under the reference run's "
@@ -259,6 +267,17 @@ def check_fits_in_memory(configure_ipus, pipelined_model=None):
     if seconds > best_seconds * 1.005:
         return not_yet(f"{measured}: it fits, but an option you chose costs time without "
                        f"being needed for the budget. Which can you drop and still fit?")
+    problem = weights_problem(
+        compare_weights(weights, reference_weights), f"{measured}: it fits, with the shortest "
+        f"pass", "Keep optimizer_function as the notebook gives it.",
+        "The memory options move where values live, not what the pipeline computes: keep "
+        "the notebook's stages and optimizer_function, 16 micro-batches per update.")
+    if problem is not None:
+        return problem
+    if not same_values(losses, reference_losses):
+        return not_yet(f"{measured}: it fits, with the shortest pass, but the outfeed "
+                       f"brought back other values than the losses the stages computed: "
+                       f"keep outfeed_loss=True.")
     return right(f"{measured}: it fits, with the shortest pass. Float16 accumulators halve "
                  f"the accumulators at no cost in time (their price is precision); the "
                  f"offloaded optimizer state stays off the chip for most of the pass, for two "

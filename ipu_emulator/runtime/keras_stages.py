@@ -28,7 +28,7 @@ from ipu_emulator import record
 from ipu_emulator.sim import hardware, schedule_rules
 from ipu_emulator.sim.cost_model import StageCost
 from ipu_emulator.sim.schedule_rules import PipelineConfigurationError
-from . import configured_system, graph_costs, tf2_programs
+from . import configured_system, graph_costs, pipeline_builder, tf2_programs
 
 # --- the stage of each layer invocation --------------------------------------------------
 
@@ -129,9 +129,11 @@ def plan(layer_stages, schedule, device_mapping, accumulation, mean, pipelining_
         training=training,
         recompute=training and configured_system.current().allow_recompute,
         offload_weights=training and bool(
-            pipelining_kwargs.get("offload_weight_update_variables")
-            or pipelining_kwargs.get("offload_weights")),
-        offload_activations=training and bool(pipelining_kwargs.get("offload_activations")))
+            pipelining_kwargs.get("offload_weight_update_variables")),
+        offload_activations=training and bool(pipelining_kwargs.get("offload_activations")),
+        unmodelled_options=pipeline_builder.unmodelled_memory_options(
+            **{name: pipelining_kwargs.get(name)
+               for name in pipeline_builder.UNMODELLED_MEMORY_OPTIONS}))
     return PipelinePlan(settings, layer_stages, accumulation, mean, num_shards)
 
 

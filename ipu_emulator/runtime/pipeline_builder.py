@@ -28,6 +28,7 @@ runs in the one weight-update branch all replicas share
 settings) is registered with the program (``PipelineBuilder.registration``).
 """
 import contextlib
+import logging
 
 import tensorflow as tf
 from tensorflow.python.util import nest
@@ -502,7 +503,8 @@ class PipelineBuilder:
 
     # -- what the run record needs ------------------------------------------------------
 
-    def registration(self, offload_weights, offload_activations):
+    def registration(self, offload_weights, offload_activations, unmodelled_options=(),
+                     recomputation_mode="Auto"):
         gac_is_static = not isinstance(self.gac, (tf.Tensor, tf.Variable))
         repeat_static = not isinstance(self.repeat_count, (tf.Tensor, tf.Variable))
         settings = record.PipelineSettings(
@@ -514,7 +516,9 @@ class PipelineBuilder:
             recompute=self.training and configured_system.current().allow_recompute,
             offload_weights=offload_weights and self.training,
             offload_activations=offload_activations and self.training,
-            accumulation_dtype_bytes=self._accumulator_element_bytes())
+            accumulation_dtype_bytes=self._accumulator_element_bytes(),
+            unmodelled_options=tuple(unmodelled_options),
+            recomputation_mode=recomputation_mode)
         buffers = self.gradient_buffers + self.outfeed_buffers
         return programs.PipelineBuild(
             settings, dict(self.stage_of_op), list(self.stage_output_bytes),
@@ -545,3 +549,28 @@ def _zeros_variable(name, shape, dtype):
 
 __all__ = ["PipelineBuilder", "replicated_build", "single_replica", "stage_ipus",
            "is_v1_optimizer", "is_keras_optimizer"]
+
+
+# Memory options of Graphcore's SDK the simulator does not price, and what each does there
+# (the SDK's documentation of ``pipelining_ops.pipeline``).  ``offload_weights`` is not
+# ``offload_weight_update_variables``: it stores in remote memory the weights that
+# ``replicated_weight_sharding`` partitions across replicas, and does nothing without it.
+UNMODELLED_MEMORY_OPTIONS = {
+    "offload_weights": "stores in remote memory the weights replicated_weight_sharding "
+                       "partitions across replicas (no effect without it)",
+    "replicated_weight_sharding": "partitions the stages' weights across the replicas",
+    "offload_gradient_accumulation_buffers": "stores the gradient accumulation buffers in "
+                                             "remote memory",
+}
+
+
+def unmodelled_memory_options(**given) -> tuple:
+    """The options of ``UNMODELLED_MEMORY_OPTIONS`` switched on (True; None is the SDK's
+    automatic choice, which the simulator takes as on chip), each logged: the simulated
+    memory and time leave them out."""
+    switched_on = tuple(name for name, value in given.items() if value)
+    for name in switched_on:
+        logging.getLogger("ipu_emulator").warning("%s=True %s in Graphcore's SDK; the emulator does not model it, so "
+                        "the simulated memory and time leave it out.", name,
+                        UNMODELLED_MEMORY_OPTIONS[name])
+    return switched_on

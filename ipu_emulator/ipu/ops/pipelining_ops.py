@@ -146,8 +146,10 @@ def pipeline(computational_stages, gradient_accumulation_count=None,
     Accepts every historical signature (``pipeline_depth`` was the name of
     ``gradient_accumulation_count`` in SDK 1.x).  Results leave through ``outfeed_queue``.
     """
-    del gradient_accumulation_for_captured_grads, replicated_weight_sharding
-    del offload_gradient_accumulation_buffers, weight_update_poplar_options
+    del gradient_accumulation_for_captured_grads, weight_update_poplar_options
+    unmodelled = pipeline_builder.unmodelled_memory_options(
+        offload_weights=offload_weights, replicated_weight_sharding=replicated_weight_sharding,
+        offload_gradient_accumulation_buffers=offload_gradient_accumulation_buffers)
     if gradient_accumulation_count is None:
         gradient_accumulation_count = pipeline_depth
     gac = gradient_accumulation_count
@@ -242,8 +244,9 @@ def pipeline(computational_stages, gradient_accumulation_count=None,
     program = programs.current_program()
     if program is not None:
         programs.register_pipeline(program, builder.registration(
-            offload_weights=bool(offload_weight_update_variables or offload_weights),
-            offload_activations=bool(offload_activations)))
+            offload_weights=bool(offload_weight_update_variables),
+            offload_activations=bool(offload_activations), unmodelled_options=unmodelled,
+            recomputation_mode=recomputation_mode.name))
     return op
 
 

@@ -29,13 +29,17 @@ def configure_for_recomputation():
     config.configure_ipu_system()
 
 
-def pipeline(**options):
+def plain_sgd(loss):
+    return ipu.pipelining_ops.OptimizerFunctionOutput(
+        tf.compat.v1.train.GradientDescentOptimizer(code_exercises.LEARNING_RATE), loss)
+
+
+def pipeline(optimizer_function=code_exercises.optimizer_function, **options):
     def pipelined_model(infeed, outfeed):
         return ipu.pipelining_ops.pipeline(
             [code_exercises.stage1, code_exercises.stage2], gradient_accumulation_count=16,
             repeat_count=2, infeed_queue=infeed, outfeed_queue=outfeed,
-            optimizer_function=code_exercises.optimizer_function, outfeed_loss=True,
-            **options)
+            optimizer_function=optimizer_function, outfeed_loss=True, **options)
     return pipelined_model
 
 
@@ -78,9 +82,18 @@ WRONG_ATTEMPTS = {
                  pipeline(recomputation_mode=RECOMPUTE, offload_weight_update_variables=True,
                           offload_activations=True, gradient_accumulation_dtype=tf.float16)),
         "costs time without being needed"),
-    "a recomputation mode the system does not allow": (
-        lambda: (configure_plainly, mode_without_permission),
-        "Your code asks for recomputation, but nothing was recomputed"),
+    "recomputation alone, the system never told to allow it": (
+        lambda: (configure_plainly, pipeline(recomputation_mode=RECOMPUTE)),
+        "Your pipeline asks for recomputation_mode=RecomputeThenBackpropagate, but nothing "
+        "was recomputed"),
+    "plain gradient descent instead of momentum": (
+        lambda: (configure_plainly, pipeline(optimizer_function=plain_sgd,
+                                             gradient_accumulation_dtype=tf.float16)),
+        "with GradientDescent, not the notebook's momentum optimizer"),
+    "offload_weights taken for the optimizer's state": (
+        lambda: (configure_plainly, pipeline(offload_weights=True,
+                                             gradient_accumulation_dtype=tf.float16)),
+        "You passed offload_weights=True"),
     "offloading set on the IPU configuration": (
         lambda: (offload_in_the_config, pipeline()),
         "ValueError: 'offload_weight_update_variables' is not a valid attribute of this "
@@ -95,6 +108,13 @@ def test_the_solution_passes_and_says_what_ran():
             "IPU 0 peaks at 2.4") in feedback.text
 
 
+def test_a_recomputation_mode_the_system_does_not_allow_is_the_solution_as_the_sdk_runs_it():
+    """The SDK recomputes only when the system allows it: a mode given without
+    allow_recompute changes nothing, so the solution's options with it are right."""
+    feedback = code_exercises.check_fits_in_memory(configure_plainly, mode_without_permission)
+    assert feedback.ok, feedback.text
+
+
 @pytest.mark.parametrize("attempt", WRONG_ATTEMPTS)
 def test_each_wrong_attempt_gets_its_own_hint(attempt):
     make, _ = WRONG_ATTEMPTS[attempt]
@@ -102,10 +122,10 @@ def test_each_wrong_attempt_gets_its_own_hint(attempt):
 
 
 def test_recomputation_really_ran_when_the_system_allowed_it():
-    run, losses = code_exercises.run_program(configure_for_recomputation,
+    run, losses, _ = code_exercises.run_program(configure_for_recomputation,
                                              pipeline(recomputation_mode=RECOMPUTE))
     assert run.pipeline.recompute and losses.size == 2 * 2 * 16
-    run, _ = code_exercises.run_program(configure_plainly, mode_without_permission)
+    run, _, _ = code_exercises.run_program(configure_plainly, mode_without_permission)
     assert not run.pipeline.recompute and run.pipeline.offload_weights
     assert run.pipeline.accumulation_dtype_bytes == 2
 
