@@ -35,6 +35,7 @@ import tensorflow as tf
 
 from ipu_emulator import record
 from ipu_emulator.data import datasets
+from ipu_emulator.code_exercises import cell_runs
 from ipu_emulator.code_exercises.weights import WeightWatch
 from ipu_emulator.exercises import Feedback, SolutionFailed, not_yet, progress, solutions_mode
 from ipu_emulator.ipu import config
@@ -64,18 +65,43 @@ class LearnerCodeFailed(Exception):
 
 
 def learner_error(error: BaseException, hints: Optional[Dict[str, str]] = None) -> Feedback:
-    """``Not yet`` with the error's own message (the SDK's text for the SDK's errors) and a
-    hint: the first of ``hints`` whose key appears in the message, else one for its kind."""
+    """``Not yet`` with the error's own message folded to its first line (the SDK's text for
+    the SDK's errors; TensorFlow's add pages of stack), the learner's line that raised it,
+    and a hint: the first of ``hints`` whose key appears in the whole message, else one for
+    an error Python raised before running anything; no hint that guesses."""
     message = getattr(error, "message", None) or str(error) or type(error).__name__
     for words, hint in (hints or {}).items():
         if words in message:
             break
     else:
         hint = _GENERAL_HINTS.get(type(error).__name__,
-                                  "read the message above, fix that line and run both cells "
-                                  "again.")
-    return Feedback(False, f"Not yet. Your code raised {type(error).__name__}: {message} "
-                           f"Hint: {hint}")
+                                  "read the message and your line above, fix it and run both "
+                                  "cells again.")
+    first_line = message.strip().splitlines()[0] if message.strip() else type(error).__name__
+    return Feedback(False, f"Not yet. Your code raised {type(error).__name__}: {first_line} "
+                           f"Hint: {hint}{_learner_line(error)}")
+
+
+def _learner_line(error: BaseException) -> str:
+    """" It came from your line 12: `x = ...`." for the last line of the learner's own code the error
+    passed through (a notebook cell, or any file outside this package, TensorFlow and the
+    installed libraries), or "" when it passed through none."""
+    import linecache
+    import traceback
+
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    found = None
+    for frame in traceback.extract_tb(error.__traceback__):
+        path = os.path.abspath(frame.filename) if not frame.filename.startswith("<") \
+            else frame.filename
+        if path.startswith(ours) or "site-packages" in path or "/lib/python" in path:
+            continue
+        found = frame
+    if found is None:
+        return ""
+    text = (found.line or linecache.getline(found.filename, found.lineno)).strip()
+    where = f"your line {found.lineno}" + (f": `{text}`" if text else "")
+    return f" It came from {where}."
 
 
 _GENERAL_HINTS = {
@@ -85,8 +111,6 @@ _GENERAL_HINTS = {
                    "indentation.",
     "IndentationError": "Python could not read the code: the lines inside a `with` block "
                         "must be indented by the same amount.",
-    "TypeError": "a function got arguments it does not take: compare your call with the "
-                 "tutorial's.",
 }
 
 
@@ -104,6 +128,9 @@ def code_exercise(name: str, solution: Callable):
             if code is ...:
                 return Feedback(False, "Not yet. Write your code in the cell above, run it, "
                                        "then run this cell again.")
+            reason = next(filter(None, map(cell_runs.stale, (code, *context))), None)
+            if reason is not None and not filled:
+                return Feedback(False, reason)
             try:
                 feedback = check(code, *context, **named)
             except LearnerCodeFailed as failed:
@@ -202,6 +229,8 @@ def sample_digits(count: int):
             else:
                 os.environ[datasets.MODE_ENV_VAR] = previous
 
+
+cell_runs.install()   # inside a kernel: note which cell defined each function, and how it ran
 
 __all__ = ["CODE_REGISTRY", "as_a_fresh_script", "forward_ops_by_stage", "run_attempt", "ProgramRun", "sample_digits", "CodeExercise", "LearnerCodeFailed", "code_exercise",
            "learner_error", "not_yet"]
