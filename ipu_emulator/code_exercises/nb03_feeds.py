@@ -29,6 +29,9 @@ import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
+from ipu_emulator.code_exercises.reference import (compare_weights, reference_run, same_values,
+                                                   weights_problem)
+from ipu_emulator.code_exercises.weights import WeightWatch
 from ipu_emulator.code_exercises import (LearnerCodeFailed, code_exercise, learner_error,
                                          sample_digits)
 from ipu_emulator.exercises import not_yet, right
@@ -186,8 +189,9 @@ def keras_solution(images, labels):
 # --- running an attempt ---------------------------------------------------------------------
 
 def _run(attempt, *args):
-    """``attempt(*args)`` on one freshly configured IPU: the record of its engine runs and
-    what it returned.  An error in the learner's code raises ``LearnerCodeFailed``; the IPU
+    """``attempt(*args)`` on one freshly configured IPU, its weights started as the
+    reference's (``weights.WeightWatch``): the record of its engine runs, what it returned
+    and the weights.  An error in the learner's code raises ``LearnerCodeFailed``; the IPU
     system the learner configured, if any, is configured again afterwards."""
     try:
         with ipu_backend.configuration_kept():
@@ -195,11 +199,12 @@ def _run(attempt, *args):
             device = config.IPUConfig()
             device.auto_select_ipus = 1
             device.configure_ipu_system()
-            with record.capture() as runs:
+            weights = WeightWatch()
+            with record.capture() as runs, weights.watching():
                 returned = attempt(*args)
     except Exception as error:  # pylint: disable=broad-except  (the learner's code: a hint)
         raise LearnerCodeFailed(learner_error(_without_values(error), SDK_HINTS)) from error
-    return runs, returned
+    return runs, returned, weights
 
 
 # A variable's repr in an error message (TensorFlow's "not created in the distribution
@@ -229,9 +234,10 @@ def run_training(train):
 
 
 def run_keras_training(train_keras):
-    """``train_keras(images, labels)`` on ``KERAS_IMAGES`` sample digits: the record."""
-    runs, _ = _run(train_keras, *sample_digits(KERAS_IMAGES))
-    return runs
+    """``train_keras(images, labels)`` on ``KERAS_IMAGES`` sample digits: the record and the
+    weights."""
+    runs, _, weights = _run(train_keras, *sample_digits(KERAS_IMAGES))
+    return runs, weights
 
 
 # --- feedback -------------------------------------------------------------------------------
@@ -271,7 +277,7 @@ def check_outfeed_loop(train):
     if not callable(train):
         return not_yet("pass the function itself, without calling it: "
                        "check_outfeed_loop(train).")
-    runs, returned = run_training(train)
+    runs, returned, weights = run_training(train)
     if runs.engine_runs == 0:
         return not_yet("your train function ran no IPU program: call strategy.run on your "
                        "tf.function inside the strategy's scope (task d).")
@@ -323,10 +329,27 @@ def check_outfeed_loop(train):
         return not_yet(f"your program made {shape} and the outfeed received all {STEPS} "
                        f"losses, but train returned {returned_count}. Each dequeue empties "
                        f"the outfeed: dequeue once, after all the runs (task d).")
+    _, reference_returned, reference_weights = reference_run(
+        "03.outfeed-loop", lambda: run_training(solution))
+    problem = weights_problem(
+        compare_weights(weights, reference_weights),
+        f"your program made {shape}, fed by the infeed, every loss through the outfeed",
+        f"Each step calls loss_and_update, which applies the gradients: enqueue what it "
+        f"returns.",
+        "The loop keeps the starting code's step, loss_and_update with the model and "
+        "optimizer made in the strategy's scope, one batch per step.")
+    if problem is not None:
+        return problem
+    if not same_values(np.ravel(np.asarray(returned, dtype=np.float64)),
+                       np.ravel(np.asarray(reference_returned, dtype=np.float64))):
+        return not_yet(f"your program made {shape} and the outfeed received all {STEPS} "
+                       f"losses, but train returned {STEPS} other values: return what "
+                       f"outfeed.dequeue() gives, after all the runs (task d).")
     return right(f"{shape}, each taking its batches from the infeed and sending every loss "
-                 f"through the outfeed; one dequeue brought back all {STEPS}. The host "
-                 f"launched the program {len(counts)} times instead of {STEPS}: on an IPU "
-                 f"each launch costs about a millisecond, which the sections below measure.")
+                 f"through the outfeed; one dequeue brought back all {STEPS}, the losses of "
+                 f"the tutorial's program. The host launched the program {len(counts)} times "
+                 f"instead of {STEPS}: on an IPU each launch costs about a millisecond, which "
+                 f"the sections below measure.")
 
 
 @code_exercise("03.keras-steps-per-execution", solution=keras_solution)
@@ -336,7 +359,7 @@ def check_keras_steps_per_execution(train_keras):
     if not callable(train_keras):
         return not_yet("pass the function itself, without calling it: "
                        "check_keras_steps_per_execution(train_keras).")
-    runs = run_keras_training(train_keras)
+    runs, weights = run_keras_training(train_keras)
     if runs.engine_runs == 0:
         return not_yet("fit made no engine run on the IPU: a model built outside "
                        "strategy.scope() is a plain Keras model. Build and compile it inside "
@@ -348,10 +371,27 @@ def check_keras_steps_per_execution(train_keras):
                        f"the program once per batch. Task b: compile(..., "
                        f"steps_per_execution=N), with N a divisor of the {KERAS_BATCHES} "
                        f"batches in an epoch.")
-    epochs = sum(counts) / KERAS_BATCHES
-    return right(f"fit made {shape}: {epochs:g} epoch{'s' if epochs != 1 else ''} of "
-                 f"{KERAS_BATCHES} whole batches, launched {len(counts)} times instead of "
-                 f"{sum(counts)}. Keras made the infeed and the outfeed itself.")
+    reference_runs, reference_weights = reference_run(
+        "03.keras-steps-per-execution", lambda: run_keras_training(keras_solution))
+    reference_steps = sum(run.iterations for run in reference_runs.runs)
+    compared = compare_weights(weights, reference_weights)
+    problem = weights_problem(
+        compared, f"fit made {shape}",
+        "Train with model.fit, which updates the weights (evaluate and predict do not).",
+        f"fit trains on the whole data each epoch, {KERAS_BATCHES} batches of "
+        f"{BATCH_SIZE}, for epochs=2, with the starting code's optimizer: steps_per_execution "
+        f"changes how often the host launches, not which steps run.")
+    if sum(counts) != reference_steps and (compared is None or compared.moved):
+        return not_yet(f"fit made {shape}: {sum(counts)} steps where two epochs of the "
+                       f"{KERAS_BATCHES} whole batches are {reference_steps}. Let fit take the "
+                       f"whole dataset each epoch, with epochs=2 and no steps_per_epoch: "
+                       f"steps_per_execution only groups the steps into engine runs.")
+    if problem is not None:
+        return problem
+    return right(f"fit made {shape}: {sum(counts)} steps of whole batches, launched "
+                 f"{len(counts)} times instead of {sum(counts)}, and the weights ended where "
+                 f"the tutorial's fit leaves them. Keras made the infeed and the outfeed "
+                 f"itself.")
 
 
 __all__ = ["check_outfeed_loop", "check_keras_steps_per_execution", "solution",

@@ -49,25 +49,28 @@ def _flat(values):
 
 
 def compare_weights(learner: WeightWatch, reference: WeightWatch) -> Optional[WeightsCompared]:
-    """The comparison, or None when the learner's weights could not be read."""
+    """The comparison of the weights (the floating-point variables whose start the watch
+    knows: counters and seeds left out), or None when the learner's could not be read."""
     if learner.final is None or reference.final is None:
         return None
-    shapes = [np.shape(v) for v in learner.final]
-    if shapes != [np.shape(v) for v in reference.final]:
-        moved = any(start is not None and not np.array_equal(start, final)
-                    for start, final in zip(learner.start, learner.final))
+    mine, theirs = _weights(learner), _weights(reference)
+    if [np.shape(start) for start, _ in mine] != [np.shape(start) for start, _ in theirs]:
+        moved = any(not np.array_equal(start, final) for start, final in mine)
         return WeightsCompared(False, moved, float("nan"), float("inf"))
-    known = [k for k, (a, b) in enumerate(zip(learner.start, reference.start))
-             if a is not None and b is not None]
-    learner_change = _flat([learner.final[k] - learner.start[k] for k in known])
-    reference_change = _flat([reference.final[k] - reference.start[k] for k in known])
+    learner_change = _flat([final - start for start, final in mine])
+    reference_change = _flat([final - start for start, final in theirs])
     reference_size = float(np.linalg.norm(reference_change)) or 1.0
     return WeightsCompared(
         shapes_match=True,
         moved=bool(np.any(learner_change != 0)),
         scale=float(np.linalg.norm(learner_change)) / reference_size,
-        distance=float(np.linalg.norm(_flat(learner.final) - _flat(reference.final)))
-        / reference_size)
+        distance=float(np.linalg.norm(learner_change - reference_change)) / reference_size)
+
+
+def _weights(watch: WeightWatch):
+    """``(start, final)`` of each watched weight whose start is known."""
+    return [(start, np.asarray(final)) for start, final in zip(watch.start, watch.final)
+            if start is not None]
 
 
 def optimizer_kinds(watch: WeightWatch) -> FrozenSet[str]:

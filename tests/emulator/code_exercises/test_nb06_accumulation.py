@@ -22,14 +22,19 @@ START = code_exercises.STARTING_CODE
 PLAIN_OPTIMIZER = "optimizer = tf.train.GradientDescentOptimizer(0.01)"
 
 
-def edited(count=None, repeat=20, launches=1):
+def edited(count=None, repeat=20, launches=1, learning_rate="0.01", returned="minimize"):
     """The starting code with the optimizer wrapped to accumulate ``count`` mini-batches (None:
-    not wrapped), a loop of ``repeat`` mini-batches, launched ``launches`` times per run."""
+    not wrapped), a loop of ``repeat`` mini-batches, launched ``launches`` times per run; the
+    learning rate and what the step returns as written."""
     code = START.replace("repeat(20,", f"repeat({repeat},")
     if count is not None:
         code = code.replace(PLAIN_OPTIMIZER, (
             "optimizer = ipu.optimizers.GradientAccumulationOptimizerV2(\n"
-            f"            tf.train.GradientDescentOptimizer(0.01), num_mini_batches={count})"))
+            f"            tf.train.GradientDescentOptimizer({learning_rate}), "
+            f"num_mini_batches={count})"))
+    if returned == "the loss":   # minimize built, never returned: nothing runs it
+        code = code.replace("return optimizer.minimize(loss)",
+                            "optimizer.minimize(loss)\n        return tf.group(loss)")
     if launches != 1:
         code = code.replace("            sess.run(train_on_ipu)",
                             f"            for _ in range({launches}):\n"
@@ -108,6 +113,11 @@ WRONG_ATTEMPTS = {
         "FailedPreconditionError: Detected a gradient accumulation operation with 16 number of "
         "mini batches inside a loop with 20 iterations. Hint: the loop would stop in the "
         "middle of a group"),
+    "the learning rate divided by 16 beside the accumulation": (
+        edited(count=16, repeat=32, learning_rate="0.01 / 16"),
+        "times smaller. The wrapper adds the 16 mini-batches' gradients up"),
+    "minimize built but the loss returned": (
+        edited(count=16, repeat=32, returned="the loss"), "the weights never changed"),
     "the wrong count": (
         edited(count=8, repeat=32),
         "your optimizer added up 8 mini-batches per weight update (4 updates per run)"),

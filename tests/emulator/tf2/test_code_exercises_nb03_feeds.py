@@ -42,7 +42,8 @@ def defined(source, name):
 
 # --- 03.outfeed-loop: attempts a learner may write -------------------------------------------
 
-def looped(steps_per_execution=10, send="every step", dequeue="once", infeed=True):
+def looped(steps_per_execution=10, send="every step", dequeue="once", infeed=True,
+           give_back="dequeued"):
     """Tutorial 3's program with one thing changed: the loss sent ``"every step"``, ``"after
     the loop"`` or ``"never"`` (returned by the run instead); the dequeue ``"once"``, ``"each
     run"`` (only the last one returned) or ``"never"``; the batches from the infeed, or one
@@ -78,7 +79,7 @@ def looped(steps_per_execution=10, send="every step", dequeue="once", infeed=Tru
                     returned = (returned or []) + [last]
             if dequeue == "once":
                 returned = losses.dequeue()
-        return returned
+        return tf.zeros_like(returned) if give_back == "zeros" else returned
     return train
 
 
@@ -154,6 +155,8 @@ OUTFEED_ATTEMPTS = {
                                             "the outfeed received one loss per run, not one "
                                             "per step"),
     "the outfeed never dequeued": (looped(dequeue="never"), "train returned none of them"),
+    "zeros returned in place of the losses": (looped(give_back="zeros"),
+                                              f"but train returned {STEPS} other values"),
     "the outfeed dequeued but never enqueued": (
         looped(send="never", dequeue="once"),
         "ValueError: Trying to dequeue an outfeed which has not been enqueued. Hint: nothing "
@@ -200,7 +203,7 @@ def test_an_error_shows_the_sdks_message_and_a_hint_without_a_traceback():
 # --- 03.keras-steps-per-execution -------------------------------------------------------------
 
 def keras_attempt(drop_remainder=True, steps_per_execution=None, where="compile",
-                  scope="whole", arrays=False):
+                  scope="whole", arrays=False, call="fit", learning_rate=0.01):
     """The Keras program with one thing changed: ``steps_per_execution`` given to ``compile``
     or to ``fit``; ``scope``: the strategy's scope around everything (``"whole"``), only
     around compile and fit (``"compile and fit"``, the model built before it) or nowhere
@@ -213,12 +216,17 @@ def keras_attempt(drop_remainder=True, steps_per_execution=None, where="compile"
         model = make_model() if scope != "whole" else None
         with strategy.scope() if scope != "none" else contextlib.nullcontext():
             model = model or make_model()
-            model.compile(optimizer=tf.keras.optimizers.SGD(0.01),
+            model.compile(optimizer=tf.keras.optimizers.SGD(learning_rate),
                           loss="sparse_categorical_crossentropy",
                           **(options if where == "compile" else {}))
             fit_options = options if where == "fit" else {}
             if arrays:
                 return model.fit(images, labels, batch_size=32, epochs=2, verbose=0,
+                                 **fit_options)
+            if call == "evaluate":
+                return model.evaluate(dataset, verbose=0)
+            if call == "half an epoch":
+                return model.fit(dataset.repeat(), epochs=2, steps_per_epoch=20, verbose=0,
                                  **fit_options)
             return model.fit(dataset, epochs=2, verbose=0, **fit_options)
     return train_keras
@@ -246,6 +254,14 @@ KERAS_ATTEMPTS = {
     "the model built outside the strategy's scope": (
         keras_attempt(steps_per_execution=10, scope="compile and fit"),
         "was not created in the distribution strategy scope"),
+    "evaluate instead of fit": (keras_attempt(steps_per_execution=10, call="evaluate"),
+                                "but the weights never changed"),
+    "steps_per_epoch covering half the data": (
+        keras_attempt(steps_per_execution=10, call="half an epoch"),
+        "40 steps where two epochs of the 40 whole batches are 80"),
+    "a learning rate ten times smaller": (
+        keras_attempt(steps_per_execution=10, learning_rate=0.001),
+        "times smaller"),
     "the arrays given to fit, with a partial last batch": (
         keras_attempt(steps_per_execution=10, arrays=True),
         "ValueError: The provided set of data has a partial batch, which could result in "
@@ -256,8 +272,9 @@ KERAS_ATTEMPTS = {
 def test_the_keras_solution_passes_and_says_what_fit_did():
     feedback = code_exercises.check_keras_steps_per_execution(code_exercises.keras_solution)
     assert feedback.ok, feedback.text
-    assert feedback.text.startswith("Right: fit made 8 engine runs of 10 steps each: 2 epochs "
-                                    "of 40 whole batches, launched 8 times instead of 80.")
+    assert feedback.text.startswith("Right: fit made 8 engine runs of 10 steps each: 80 steps "
+                                    "of whole batches, launched 8 times instead of 80, and the "
+                                    "weights ended where the tutorial's fit leaves them.")
 
 
 def test_any_divisor_of_the_epoch_passes():
