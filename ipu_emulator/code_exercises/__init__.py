@@ -169,12 +169,33 @@ def as_a_fresh_script(hints: Optional[Dict[str, str]] = None, seed: int = 0,
 
 @dataclass
 class ProgramRun:
-    """What one run of a program did: the record of its engine runs, what it returned and
-    its weights (start and end)."""
+    """What one run of a program did: the record of its engine runs, what it returned, its
+    weights (start and end) and the graph it built."""
 
     runs: record.ProgramRecord
     returned: object
     weights: WeightWatch
+    graph: Optional[tf.Graph] = None
+
+
+class IpuGraph:
+    """What a TensorFlow 1 graph holds for the IPU: its compiled programs, the ops placed in
+    an IPU scope outside any program (built there but never compiled), and the ops outside
+    the programs that use their results (work left on the host)."""
+
+    def __init__(self, graph: tf.Graph):
+        registry = programs.existing_registry(graph)
+        built = [] if registry is None else registry.program_by_fetch.values()
+        self.programs = list({id(program): program for program in built}.values())
+        in_programs = {op for program in self.programs for op in program.new_ops}
+        # The emulator runs an ipu_scope's ops on a host CPU device that stands for the IPU
+        # (ipu/scopes.py); a plain CPU program leaves its ops unplaced.
+        self.placed_outside_programs = [op for op in graph.get_operations()
+                                        if op.device and op not in in_programs]
+        self.host_consumers = [consumer for program in self.programs
+                               for tensor in program.output_tensors
+                               for consumer in tensor.consumers()
+                               if consumer not in in_programs]
 
 
 def run_attempt(attempt: Callable, *args, hints: Optional[Dict[str, str]] = None,
@@ -183,14 +204,14 @@ def run_attempt(attempt: Callable, *args, hints: Optional[Dict[str, str]] = None
     ``ipus`` IPUs configured first (None: the attempt configures its own).  An error in the
     learner's code raises ``LearnerCodeFailed``."""
     weights = WeightWatch()
-    with as_a_fresh_script(hints, watch=weights):
+    with as_a_fresh_script(hints, watch=weights) as graph:
         if ipus is not None:
             device = config.IPUConfig()
             device.auto_select_ipus = ipus
             device.configure_ipu_system()
         with record.capture() as runs:
             returned = attempt(*args)
-    return ProgramRun(runs, returned, weights)
+    return ProgramRun(runs, returned, weights, graph)
 
 
 def forward_ops_by_stage(program, graph: tf.Graph):
@@ -232,5 +253,5 @@ def sample_digits(count: int):
 
 cell_runs.install()   # inside a kernel: note which cell defined each function, and how it ran
 
-__all__ = ["CODE_REGISTRY", "as_a_fresh_script", "forward_ops_by_stage", "run_attempt", "ProgramRun", "sample_digits", "CodeExercise", "LearnerCodeFailed", "code_exercise",
+__all__ = ["CODE_REGISTRY", "IpuGraph", "as_a_fresh_script", "forward_ops_by_stage", "run_attempt", "ProgramRun", "sample_digits", "CodeExercise", "LearnerCodeFailed", "code_exercise",
            "learner_error", "not_yet"]

@@ -22,13 +22,13 @@ import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
-from ipu_emulator.code_exercises import as_a_fresh_script, code_exercise, sample_digits
-from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, compare_weights,
-                                                   reference_run, same_values, weights_problem)
+from ipu_emulator.code_exercises import IpuGraph, as_a_fresh_script, code_exercise, sample_digits
+from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, reference_run, same_values,
+                                                   weights_problem)
 from ipu_emulator.code_exercises.weights import WeightWatch
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import config, ipu_compiler, scopes
-from ipu_emulator.runtime import configured_system, ipu_backend, programs
+from ipu_emulator.runtime import configured_system, ipu_backend
 
 BATCH_SIZE = 32
 STEPS = 20
@@ -128,19 +128,8 @@ class Ran:
         options = ipu_backend.applied_options()
         self.configured = options is not None
         self.selected_ipus = bool(options is not None and options.device_config)
-        registry = programs.existing_registry(graph)
-        built = [] if registry is None else registry.program_by_fetch.values()
-        self.programs = list({id(program): program for program in built}.values())
-        in_programs = {op for program in self.programs for op in program.new_ops}
-        # The emulator runs an ipu_scope's ops on a host CPU device that stands for the IPU
-        # (ipu/scopes.py); a plain CPU program leaves its ops unplaced.
-        self.placed_outside_programs = [op for op in graph.get_operations()
-                                        if op.device and op not in in_programs]
-        # Ops outside the compiled programs that use their results: work left on the host.
-        self.host_consumers = [consumer for program in self.programs
-                               for tensor in program.output_tensors
-                               for consumer in tensor.consumers()
-                               if consumer not in in_programs]
+        self.ipu_graph = IpuGraph(graph)
+        self.programs = self.ipu_graph.programs
 
 
 def run_training(train) -> Ran:
@@ -183,19 +172,20 @@ def _shape(shape: tf.TensorShape) -> str:
 
 def _no_engine_run(ran: Ran):
     """What the graph holds instead of a program that ran, and the task that is missing."""
-    if ran.programs and ran.host_consumers:
+    held = ran.ipu_graph
+    if held.programs and held.host_consumers:
         return not_yet("your compiled program computed only part of the step: the host "
                        "took its result and built the rest outside it (ops such as "
-                       f"{ran.host_consumers[0].name!r}), so the loss, gradients and "
+                       f"{held.host_consumers[0].name!r}), so the loss, gradients and "
                        "weight update were left off the IPU. Task d: compile the whole "
                        "training_step, which returns [loss, train_op], and run what compile "
                        "returns.")
-    if ran.programs:
+    if held.programs:
         return not_yet("you compiled the step, but the session never ran the compiled op: "
                        "sess.run still ran the CPU version of the step, made by calling "
                        "training_step yourself. Task e: run what ipu_compiler.compile "
                        "returned, `[loss] = sess.run(train_step)`, and delete the CPU step.")
-    if ran.placed_outside_programs:
+    if held.placed_outside_programs:
         return not_yet("your step was built inside ipu_scope but not compiled, and your "
                        "program made no engine run: the scope says where the ops go, compile "
                        "makes the whole step one IPU program. Task d: inside the scope call "
@@ -257,9 +247,8 @@ def check_port(train):
                        f"keep the starting code's list, append each step's loss and "
                        f"`return losses`.")
     reference = reference_run("01.port-the-model", lambda: run_training(solution))
-    compared = compare_weights(ran.weights, reference.weights)
     problem = weights_problem(
-        compared, f"your program made {STEPS} engine runs, one per step",
+        ran.weights, reference.weights, f"your program made {STEPS} engine runs, one per step",
         f"The step returns `[loss, train_op]` and compile is given that step: {NEVER_RUN_UPDATE}.",
         "The port keeps the model, the loss and GradientDescentOptimizer(0.05) of the starting "
         "code, and one batch of 32 per step: only where it runs changes.")

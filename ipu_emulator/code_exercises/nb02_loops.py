@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from ipu_emulator.code_exercises import ProgramRun, code_exercise, run_attempt, sample_digits
-from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, compare_weights,
-                                                   reference_run, weights_problem)
+from ipu_emulator.code_exercises import (IpuGraph, ProgramRun, code_exercise, run_attempt,
+                                         sample_digits)
+from ipu_emulator.code_exercises.reference import NEVER_RUN_UPDATE, reference_run, weights_problem
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import ipu_compiler, ipu_infeed_queue, loops, scopes
 
@@ -114,8 +114,20 @@ def check_loop_on_device(train):
     ran = run_training(train)
     runs = ran.runs
     if runs.engine_runs == 0:
-        return not_yet("your train function ran no IPU program: after building the compiled "
-                       "loop, run it with sess.run inside the session (task d).")
+        held = IpuGraph(ran.graph)
+        if held.programs:
+            return not_yet("you compiled the loop, but the session never ran it: run what "
+                           "ipu.ipu_compiler.compile returned with one sess.run, after the "
+                           "infeed's initializer (task d).")
+        if held.placed_outside_programs:
+            return not_yet("your loop was built inside ipu_scope but not compiled, and your "
+                           "program made no engine run: the scope says where the ops go, "
+                           "compile makes the whole loop one IPU program. Task c: "
+                           "ipu.ipu_compiler.compile(train_all_steps), where train_all_steps "
+                           "returns ipu.loops.repeat(steps, ...); run what compile returns.")
+        return not_yet("your train function ran no IPU program: build the loop inside `with "
+                       "ipu.scopes.ipu_scope(\"/device:IPU:0\"):`, compile it (task c) and "
+                       "run what compile returns with sess.run (task d).")
     counts = [run.iterations for run in runs.runs]
     fed = [run.infeed_bytes_per_iteration for run in runs.runs]
     if runs.engine_runs > 1:
@@ -140,9 +152,8 @@ def check_loop_on_device(train):
                        f"fed by the infeed, but the check asked train for {STEPS} steps: "
                        f"repeat's count is train's `steps` argument.")
     reference = reference_run("02.loop-on-device", lambda: run_training(solution))
-    compared = compare_weights(ran.weights, reference.weights)
     problem = weights_problem(
-        compared, f"your program made one engine run of {STEPS} steps fed by the infeed",
+        ran.weights, reference.weights, f"your program made one engine run of {STEPS} steps fed by the infeed",
         f"The loop body returns minimize's result with any running values (task b): "
         f"{NEVER_RUN_UPDATE}.",
         "The loop keeps the step of the starting code (its model, loss and "

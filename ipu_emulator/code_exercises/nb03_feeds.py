@@ -332,7 +332,7 @@ def check_outfeed_loop(train):
     _, reference_returned, reference_weights = reference_run(
         "03.outfeed-loop", lambda: run_training(solution))
     problem = weights_problem(
-        compare_weights(weights, reference_weights),
+        weights, reference_weights,
         f"your program made {shape}, fed by the infeed, every loss through the outfeed",
         f"Each step calls loss_and_update, which applies the gradients: enqueue what it "
         f"returns.",
@@ -376,7 +376,7 @@ def check_keras_steps_per_execution(train_keras):
     reference_steps = sum(run.iterations for run in reference_runs.runs)
     compared = compare_weights(weights, reference_weights)
     problem = weights_problem(
-        compared, f"fit made {shape}",
+        weights, reference_weights, f"fit made {shape}",
         "Train with model.fit, which updates the weights (evaluate and predict do not).",
         f"fit trains on the whole data each epoch, {KERAS_BATCHES} batches of "
         f"{BATCH_SIZE}, for epochs=2, with the starting code's optimizer: steps_per_execution "

@@ -22,8 +22,8 @@ import tensorflow as tf
 
 from ipu_emulator.code_exercises import (LearnerCodeFailed, ProgramRun, code_exercise,
                                          learner_error, run_attempt, sample_digits)
-from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, compare_weights,
-                                                   reference_run, same_values, weights_problem)
+from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, reference_run, same_values,
+                                                   weights_problem)
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue, loops,
                               optimizers, scopes)
@@ -220,9 +220,8 @@ def check_replicated_training(train):
                        f"still applied updates of their own and drifted apart. Wrap the "
                        f"optimizer itself in ipu.optimizers.CrossReplicaOptimizer (task c).")
     reference = reference_run("05.replicate", lambda: run_training(solution))
-    compared = compare_weights(ran.weights, reference.weights)
     problem = weights_problem(
-        compared, f"your {run.replicas} replicas all-reduced their gradients",
+        ran.weights, reference.weights, f"your {run.replicas} replicas all-reduced their gradients",
         f"The loop body returns the outfeed's enqueue and minimize's result: "
         f"{NEVER_RUN_UPDATE}.",
         "CrossReplicaOptimizer applies the mean of the replicas' gradients with the optimizer "

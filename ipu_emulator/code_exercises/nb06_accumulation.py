@@ -17,8 +17,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from ipu_emulator.code_exercises import ProgramRun, code_exercise, run_attempt, sample_digits
-from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, compare_weights,
-                                                   reference_run, weights_problem)
+from ipu_emulator.code_exercises.reference import NEVER_RUN_UPDATE, reference_run, weights_problem
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import ipu_compiler, ipu_infeed_queue, loops, optimizers, scopes
 
@@ -169,9 +168,8 @@ def check_accumulating_training(train):
                        f"{UPDATES_PER_RUN} updates per run, a loop of {UPDATES_PER_RUN} x "
                        f"{NUM_MINI_BATCHES} = {MINI_BATCHES_PER_RUN} mini-batches.")
     reference = reference_run("06.accumulate", lambda: run_training(solution))
-    compared = compare_weights(ran.weights, reference.weights)
     problem = weights_problem(
-        compared, f"each run made {_mini_batches(run.iterations)} and the optimizer added up "
+        ran.weights, reference.weights, f"each run made {_mini_batches(run.iterations)} and the optimizer added up "
                   f"{NUM_MINI_BATCHES} per update",
         f"The loop body returns the accumulating optimizer's minimize: {NEVER_RUN_UPDATE}.",
         f"The wrapper adds the {NUM_MINI_BATCHES} mini-batches' gradients up and applies them "

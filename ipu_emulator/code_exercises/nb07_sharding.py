@@ -17,8 +17,7 @@ import tensorflow as tf
 
 from ipu_emulator import record
 from ipu_emulator.code_exercises import as_a_fresh_script, code_exercise, sample_digits
-from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, compare_weights,
-                                                   reference_run, weights_problem)
+from ipu_emulator.code_exercises.reference import NEVER_RUN_UPDATE, reference_run, weights_problem
 from ipu_emulator.code_exercises.weights import WeightWatch
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import config, ipu_compiler, ipu_infeed_queue, loops, optimizers, scopes
@@ -101,9 +100,13 @@ class _Ran:
         self.weights = weights
         self.forward: Dict[str, Set[int]] = defaultdict(set)
         self.gradients: Dict[str, Set[int]] = defaultdict(set)
+        self.optimizer_shards: Set[int] = set()   # where minimize was built
         for op in program.new_ops:
             layer = layer_of(op.name, LAYERS)
             shard = shards.placed_shard(op, program.device_ordinal)
+            parts = op.name.split("/")
+            if parts[-2:-1] == ["gradients"] and parts[-1] in ("Shape", "Fill"):
+                self.optimizer_shards.add(shard)   # the seed of the gradients: minimize's
             if layer is None or shard is None or op.type in ("Const", "NoOp"):
                 continue
             where = self.gradients if "gradients" in op.name.split("/") else self.forward
@@ -164,12 +167,19 @@ def check_sharded_step(training_step):
                            f"and the optimizer.")
     first_layers = [layer for layer, k in TUTORIAL_SPLIT.items() if k == 0]
     if any(ran.gradients.get(layer, set()) - {1} for layer in first_layers):
+        if ran.optimizer_shards == {1}:
+            return not_yet("your optimizer is in ipu_shard(1), but each gradient of dense256 "
+                           "to dense64 was computed beside its layer, on IPU0: that is what "
+                           "minimize(..., colocate_gradients_with_ops=True) asks for. The "
+                           "tutorial leaves it at its default, False: the SDK then computes "
+                           "every gradient with the optimizer, on IPU1, as Graphcore's trace "
+                           "of this step shows.")
         return not_yet("the gradients of IPU0's layers ran on IPU0. Task b builds the optimizer "
                        "inside ipu_shard(1), with the last layers: the SDK then computes every "
                        "gradient on IPU1, as Graphcore's trace of this step shows.")
     reference = reference_run("07.shard-the-step", lambda: run_step(solution))
     problem = weights_problem(
-        compare_weights(ran.weights, reference.weights),
+        ran.weights, reference.weights,
         "your step ran as the tutorial's step 2, flatten to dense64 on IPU0 and the rest on "
         "IPU1",
         f"Keep the optimizer's minimize in ipu_shard(1) and return it: {NEVER_RUN_UPDATE}.",

@@ -24,8 +24,7 @@ import tensorflow as tf
 from ipu_emulator import record
 from ipu_emulator.code_exercises import (as_a_fresh_script, code_exercise, forward_ops_by_stage,
                                          sample_digits)
-from ipu_emulator.code_exercises.reference import (compare_weights, reference_run, same_values,
-                                                   weights_problem)
+from ipu_emulator.code_exercises.reference import reference_run, same_values, weights_problem
 from ipu_emulator.code_exercises.weights import WeightWatch
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue,
@@ -266,7 +265,7 @@ def _problem(ran: _Ran, splits: Sequence[str]):
     reference = reference_run(f"11.stages-from-splits {list(splits)}",
                               lambda: run_pipeline(solution, splits))
     problem = weights_problem(
-        compare_weights(ran.weights, reference.weights),
+        ran.weights, reference.weights,
         f"with splits {list(splits)} your stages were {_described(wanted)}",
         "Keep the starting code's optimizer_function as it is, passed to the pipeline.",
         "The stages call each layer's function once, in the model's order, passing each "

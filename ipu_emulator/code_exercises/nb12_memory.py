@@ -26,8 +26,8 @@ import tensorflow as tf
 
 from ipu_emulator import record
 from ipu_emulator.code_exercises import as_a_fresh_script, code_exercise, sample_digits
-from ipu_emulator.code_exercises.reference import (compare_weights, optimizer_kinds,
-                                                   reference_run, same_values, weights_problem)
+from ipu_emulator.code_exercises.reference import (optimizer_kinds, reference_run, same_values,
+                                                   weights_problem)
 from ipu_emulator.code_exercises.weights import WeightWatch
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue,
@@ -268,7 +268,7 @@ def check_fits_in_memory(configure_ipus, pipelined_model=None):
         return not_yet(f"{measured}: it fits, but an option you chose costs time without "
                        f"being needed for the budget. Which can you drop and still fit?")
     problem = weights_problem(
-        compare_weights(weights, reference_weights), f"{measured}: it fits, with the shortest "
+        weights, reference_weights, f"{measured}: it fits, with the shortest "
         f"pass", "Keep optimizer_function as the notebook gives it.",
         "The memory options move where values live, not what the pipeline computes: keep "
         "the notebook's stages and optimizer_function, 16 micro-batches per update.")

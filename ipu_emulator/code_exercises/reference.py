@@ -114,17 +114,28 @@ NEVER_RUN_UPDATE = ("in TensorFlow 1 an op runs only if something asks for it, s
                     "optimizer's op (minimize's result) must be among what the step returns")
 
 
-def weights_problem(compared: Optional[WeightsCompared], what_ran: str, never_changed: str,
-                    elsewhere: str) -> Optional[Feedback]:
-    """"Not yet" when the learner's weights never moved (``never_changed``: the hint) or
-    ended away from the reference's (``elsewhere``: what the task keeps as it was), after
-    ``what_ran`` (what the learner's run did right, in their numbers); None when they agree
-    or could not be read."""
+def weights_problem(learner: WeightWatch, reference: WeightWatch, what_ran: str,
+                    never_changed: str, elsewhere: str, optimizer_free: bool = False
+                    ) -> Optional[Feedback]:
+    """"Not yet" when the learner's weights were initialized again during training, never
+    moved (``never_changed``: the hint) or ended away from the reference's (``elsewhere``:
+    what the task keeps as it was), after ``what_ran`` (what the learner's run did right, in
+    their numbers); None when they agree or could not be read.  ``optimizer_free``: the task
+    lets the learner pick the optimizer, so with another one only that the weights moved is
+    judged."""
+    if learner.initializations > max(1, reference.initializations):
+        return not_yet(f"{what_ran}, but it initialized the variables "
+                       f"{learner.initializations} times: each sess.run of the initializer "
+                       f"puts the weights back at their start, undoing the training before "
+                       f"it. Run it once, before the training loop.")
+    compared = compare_weights(learner, reference)
     if compared is None:
         return None
     if not compared.moved:
         return not_yet(f"{what_ran}, but the weights never changed: the program computed the "
                        f"loss and left the model as it was. {never_changed}")
+    if optimizer_free and optimizer_kinds(learner) != optimizer_kinds(reference):
+        return None
     if not compared.same:
         return not_yet(f"{what_ran}, but the weights ended elsewhere than the tutorial's "
                        f"program's from the same start, on the same data: your updates were "

@@ -23,6 +23,7 @@ from typing import List, Optional
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.client import session as tf_session
+from tensorflow.python.util import nest
 
 from ipu_emulator.runtime import session_run
 
@@ -65,6 +66,9 @@ class WeightWatch:
         self.final: Optional[List[np.ndarray]] = None
         self._matrices = 0
         self._last_session = None
+        # How many ``sess.run`` calls initialized the weights: more than once puts them back
+        # at their start each time.
+        self.initializations = 0
 
     # --- creation ---------------------------------------------------------------------------
 
@@ -124,9 +128,11 @@ class WeightWatch:
                 watch._read_in(session)
             return original_close(session)
 
-        def run(session, *args, **kwargs):
+        def run(session, fetches, *args, **kwargs):
             watch._last_session = weakref.ref(session)
-            return original_run(session, *args, **kwargs)
+            if watch._initializes(session.graph, fetches):
+                watch.initializations += 1
+            return original_run(session, fetches, *args, **kwargs)
 
         tf_session.BaseSession.close = close
         tf_session.BaseSession.run = run
@@ -137,6 +143,26 @@ class WeightWatch:
             tf_session.BaseSession.close = original_close
             tf_session.BaseSession.run = original_run
         self._read_what_is_left()
+
+    def _initializes(self, graph, fetches) -> bool:
+        """Whether ``fetches`` run the watched variables' initializers (directly, or through
+        a group such as ``global_variables_initializer()``)."""
+        initializers = {variable.initializer for variable in self.variables
+                        if getattr(variable, "graph", None) is graph}
+        if not initializers:
+            return False
+        for fetch in nest.flatten(fetches):
+            op = getattr(fetch, "op", fetch)
+            if isinstance(fetch, str):
+                try:
+                    op = graph.as_graph_element(fetch)
+                    op = getattr(op, "op", op)
+                except (KeyError, ValueError, TypeError):
+                    continue
+            if op in initializers or initializers.intersection(
+                    getattr(op, "control_inputs", ())):
+                return True
+        return False
 
     def _read_what_is_left(self) -> None:
         """After the program: eager variables are read as they are; graph variables from the

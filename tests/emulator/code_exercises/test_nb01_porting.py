@@ -29,7 +29,8 @@ def configure(ipus=1, apply=True):
 
 
 def ported(drop_remainder=True, ipus=1, apply=True, place="scope", build="compiled",
-           returns="both", run="compiled", runs_per_step=1, inputs="batch", give_back=True):
+           returns="both", run="compiled", runs_per_step=1, inputs="batch", give_back=True,
+           initialize="once", learning_rate=0.05):
     """Tutorial 1's port as a learner might write it, with one thing changed: where the
     compile call is made (``place``: "scope" or "outside"), what is built (``build``:
     "compiled", "uncompiled" step in the scope, "both" a compiled and a CPU step, "model"
@@ -45,7 +46,7 @@ def ported(drop_remainder=True, ipus=1, apply=True, place="scope", build="compil
         def training_step(images, labels):
             logits = tf.keras.layers.Dense(10)(tf.keras.layers.Flatten()(images))
             loss = v1.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
-            train_op = v1.train.GradientDescentOptimizer(0.05).minimize(loss)
+            train_op = v1.train.GradientDescentOptimizer(learning_rate).minimize(loss)
             return {"both": [loss, train_op], "loss": loss, "ops first": [train_op, loss]}[returns]
 
         compile_inputs = {"batch": next_batch, "listed": [next_batch]}[inputs]
@@ -71,6 +72,8 @@ def ported(drop_remainder=True, ipus=1, apply=True, place="scope", build="compil
         with v1.Session() as sess:
             sess.run(v1.global_variables_initializer())
             for _ in range(steps):
+                if initialize == "every step":
+                    sess.run(v1.global_variables_initializer())
                 for _ in range(runs_per_step):
                     if run == "unpacked":
                         loss_now, _ = sess.run(fetch)
@@ -121,6 +124,9 @@ WRONG_ATTEMPTS = {
                                        "not a list holding the pair"),
     "a device of two IPUs": (ported(ipus=2), "a device of 2 IPUs, as 2 replicas"),
     "an IPUConfig without auto_select_ipus": (ported(ipus=0), "selected no IPUs"),
+    "the variables initialized again every step": (
+        ported(initialize="every step"), "it initialized the variables 21 times"),
+    "a learning rate ten times smaller": (ported(learning_rate=0.005), "times smaller"),
     "the losses not returned": (ported(give_back=False), "train returned None, not the loss"),
 }
 

@@ -33,7 +33,8 @@ def infeed_of(images, labels, drop_remainder=True):
         dataset.batch(32, drop_remainder=drop_remainder))
 
 
-def looped(drop_remainder=True, initialize=True, repeat_count=None, launches=1):
+def looped(drop_remainder=True, initialize=True, repeat_count=None, launches=1,
+           compiled=True):
     """The tutorial's program as a learner might write it: ``launches`` sess.runs of a repeat
     of ``repeat_count`` steps (all of them by default), fed by an infeed."""
     def train(images, labels, steps):
@@ -43,10 +44,12 @@ def looped(drop_remainder=True, initialize=True, repeat_count=None, launches=1):
             loss = batch_loss(images, labels)
             return [total_loss + loss, minimize(loss)]
 
+        def all_steps():
+            return ipu.loops.repeat(repeat_count or steps, loop_body, inputs=[0.0],
+                                    infeed_queue=infeed)
+
         with ipu.scopes.ipu_scope("/device:IPU:0"):
-            program = ipu.ipu_compiler.compile(
-                lambda: ipu.loops.repeat(repeat_count or steps, loop_body, inputs=[0.0],
-                                         infeed_queue=infeed))
+            program = ipu.ipu_compiler.compile(all_steps) if compiled else all_steps()
         with v1.Session() as sess:
             sess.run(v1.global_variables_initializer())
             if initialize:
@@ -111,7 +114,9 @@ WRONG_ATTEMPTS = {
     "a repeat of the wrong count": (looped(repeat_count=10), "asked train for 20 steps"),
     "a body without the loop-carried total": (body_without_the_total,
                                               "the body takes the loop-carried values first"),
-    "a program built but never run": (looped(launches=0), "ran no IPU program"),
+    "a program built but never run": (looped(launches=0), "the session never ran it"),
+    "the loop built in ipu_scope, never compiled": (
+        looped(compiled=False), "your loop was built inside ipu_scope but not compiled"),
 }
 
 

@@ -15,7 +15,8 @@ from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixt
 MINI_BATCHES = code_exercises.MINI_BATCHES
 
 
-def step(first_shard, second_shard, split_at="dense32", optimizer_shard="second"):
+def step(first_shard, second_shard, split_at="dense32", optimizer_shard="second",
+         colocate=False, loss_scale=1.0):
     """A training step as a learner might write it: ``first_shard``/``second_shard`` are
     the scopes of the two halves, the split names the first layer of the second half, and
     the optimizer is built in the second half or (``None``) after both."""
@@ -40,18 +41,18 @@ def step(first_shard, second_shard, split_at="dense32", optimizer_shard="second"
                 loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
                     labels=labels, logits=logits))
             if optimizer_shard == "second":
-                train_op = minimize(learning_rate, loss)
+                train_op = minimize(learning_rate, loss * loss_scale, colocate)
         if optimizer_shard is None:
-            train_op = minimize(learning_rate, loss)
+            train_op = minimize(learning_rate, loss * loss_scale, colocate)
         return learning_rate, train_op
     return training_step
 
 
-def minimize(learning_rate, loss):
+def minimize(learning_rate, loss, colocate=False):
     with tf.compat.v1.variable_scope("optimizer"):
         return ipu.optimizers.GradientAccumulationOptimizerV2(
             tf.compat.v1.train.GradientDescentOptimizer(learning_rate),
-            num_mini_batches=MINI_BATCHES).minimize(loss)
+            num_mini_batches=MINI_BATCHES).minimize(loss, colocate_gradients_with_ops=colocate)
 
 
 class NoScope:
@@ -77,6 +78,10 @@ WRONG_ATTEMPTS = {
                                   "dense64 ran on IPU1"),
     "the optimizer outside the shard scopes": (step(shard(0), shard(1), optimizer_shard=None),
                                                "gradients of IPU0's layers ran on IPU0"),
+    "the gradients colocated with their layers": (
+        step(shard(0), shard(1), colocate=True), "colocate_gradients_with_ops=True"),
+    "half the loss minimized": (step(shard(0), shard(1), loss_scale=0.5),
+                                "your updates were half as large"),
     "a third shard index on two IPUs": (
         step(shard(0), shard(2)),
         "InternalError: Trying to compile a graph for an IPU device with 2 IPUs and 4 shards. "
