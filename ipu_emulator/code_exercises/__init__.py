@@ -77,9 +77,20 @@ def learner_error(error: BaseException, hints: Optional[Dict[str, str]] = None) 
         hint = _GENERAL_HINTS.get(type(error).__name__,
                                   "read the message and your line above, fix it and run both "
                                   "cells again.")
-    first_line = message.strip().splitlines()[0] if message.strip() else type(error).__name__
+    first_line = _first_line(message) or type(error).__name__
     return Feedback(False, f"Not yet. Your code raised {type(error).__name__}: {first_line} "
                            f"Hint: {hint}{_learner_line(error)}")
+
+
+def _first_line(message: str) -> str:
+    """The message's first line; for an error raised while TensorFlow traced a function
+    ("in user code:", then a stack), the error's own line at the end."""
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    if lines and lines[0] == "in user code:":
+        last = lines[-1]
+        return last.split(": ", 1)[1] if ": " in last and last.split(": ", 1)[0].endswith(
+            ("Error", "Exception")) else last
+    return lines[0] if lines else ""
 
 
 def _learner_line(error: BaseException) -> str:
@@ -94,7 +105,8 @@ def _learner_line(error: BaseException) -> str:
     for frame in traceback.extract_tb(error.__traceback__):
         path = os.path.abspath(frame.filename) if not frame.filename.startswith("<") \
             else frame.filename
-        if path.startswith(ours) or "site-packages" in path or "/lib/python" in path:
+        if path.startswith(ours) or "site-packages" in path or "/lib/python" in path \
+                or "__autograph_generated" in path:
             continue
         found = frame
     if found is None:

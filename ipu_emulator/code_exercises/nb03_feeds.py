@@ -56,7 +56,11 @@ SDK_HINTS = {
                                          "(task b).",
     "does not support eager execution": "strategy.run executes a tf.function: decorate the "
                                         "function with @tf.function(jit_compile=True).",
-    "can only be enqueued once": "a program enqueues to an outfeed in one place: one enqueue, "
+    "can only be enqueued once": "a program enqueues to an outfeed in one place. Two "
+                                 "enqueue calls do not, and nor does a Python `for _ in "
+                                 "range(...)` loop in the tf.function: tracing unrolls it, "
+                                 "one enqueue per turn. Loop with `for _ in "
+                                 "tf.range(steps_per_execution):`, so that one enqueue, "
                                  "inside the loop, runs every step (task c).",
     "has not been enqueued": "nothing was ever enqueued to the outfeed you dequeued: enqueue "
                              "each step's loss to it inside the tf.range loop (task c), then "

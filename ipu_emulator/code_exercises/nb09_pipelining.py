@@ -153,6 +153,9 @@ class _Ran:
         self.losses = losses
         self.outfed = outfed          # what the last dequeue gave the host
         self.weights = weights
+        # Step 2's accumulating wrapper left in optimizer_function (its ops carry its name).
+        self.accumulating_optimizer = any("GradientAccumulationOptimizer" in op.name
+                                          for op in program.new_ops)
         self.forward: Dict[str, Set[int]] = defaultdict(set)
         for name, stage in forward_ops_by_stage(program, program.graph):
             layer = layer_of(name, LAYERS)
@@ -288,6 +291,12 @@ def check_pipelined_model(pipelined_model):
                        f"all of the last stage's outputs (the learning rate with the loss): "
                        f"task c asks for outfeed_loss=True, so that the pipeline sends the "
                        f"loss alone, one value per micro-batch.")
+    if ran.accumulating_optimizer:
+        return not_yet("your optimizer_function wraps its optimizer in "
+                       "GradientAccumulationOptimizerV2, as step 2 did: the pipeline already "
+                       "adds up the gradients of its 16 micro-batches and hands "
+                       "optimizer_function one update per pass. Task b: a plain "
+                       "GradientDescentOptimizer(learning_rate) in OptimizerFunctionOutput.")
     reference = reference_run("09.pipeline-the-model", lambda: run_model(solution))
     chosen = optimizer_kinds(ran.weights) - optimizer_kinds(reference.weights)
     what_ran = (f"your Grouped pipeline ran {REPEAT_COUNT} passes of "

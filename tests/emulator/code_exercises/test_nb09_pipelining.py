@@ -153,7 +153,11 @@ def pipelined_as_the_tutorial(optimizer="gradient descent", outfeed_loss=True, l
             made = {"gradient descent": lambda: tf.compat.v1.train.GradientDescentOptimizer(
                         learning_rate * lr_scale),
                     "momentum": lambda: tf.compat.v1.train.MomentumOptimizer(learning_rate, 0.9),
-                    "adam": lambda: tf.compat.v1.train.AdamOptimizer(0.001)}[optimizer]()
+                    "adam": lambda: tf.compat.v1.train.AdamOptimizer(0.001),
+                    "step 2's accumulating one": lambda: (
+                        ipu.optimizers.GradientAccumulationOptimizerV2(
+                            tf.compat.v1.train.GradientDescentOptimizer(learning_rate),
+                            num_mini_batches=16))}[optimizer]()
             return ipu.pipelining_ops.OptimizerFunctionOutput(made, loss)
 
         return ipu.pipelining_ops.pipeline(
@@ -184,3 +188,10 @@ def test_a_learning_rate_sixteen_times_smaller_is_caught_by_the_weights():
     feedback = code_exercises.check_pipelined_model(pipelined_as_the_tutorial(
         lr_scale=1 / 16))
     assert not feedback.ok and "times smaller. The pipeline adds up" in feedback.text
+
+
+def test_step_2s_accumulating_optimizer_left_in_optimizer_function_is_named():
+    feedback = code_exercises.check_pipelined_model(pipelined_as_the_tutorial(
+        "step 2's accumulating one"))
+    assert not feedback.ok
+    assert "wraps its optimizer in GradientAccumulationOptimizerV2" in feedback.text

@@ -43,7 +43,7 @@ def defined(source, name):
 # --- 03.outfeed-loop: attempts a learner may write -------------------------------------------
 
 def looped(steps_per_execution=10, send="every step", dequeue="once", infeed=True,
-           give_back="dequeued"):
+           give_back="dequeued", loop="tf.range"):
     """Tutorial 3's program with one thing changed: the loss sent ``"every step"``, ``"after
     the loop"`` or ``"never"`` (returned by the run instead); the dequeue ``"once"``, ``"each
     run"`` (only the last one returned) or ``"never"``; the batches from the infeed, or one
@@ -55,7 +55,7 @@ def looped(steps_per_execution=10, send="every step", dequeue="once", infeed=Tru
         @tf.function(jit_compile=True)
         def training_loop(batches, losses, model, optimizer, count):
             loss = tf.constant(0.0)
-            for _ in tf.range(count):
+            for _ in (tf.range(count) if loop == "tf.range" else range(steps_per_execution)):
                 images, labels = next(batches) if infeed else batches
                 loss = loss_and_update(model, optimizer, images, labels)
                 if send == "every step":
@@ -155,6 +155,11 @@ OUTFEED_ATTEMPTS = {
                                             "the outfeed received one loss per run, not one "
                                             "per step"),
     "the outfeed never dequeued": (looped(dequeue="never"), "train returned none of them"),
+    "a Python range inside the tf.function": (
+        looped(loop="Python range"),
+        "ValueError: An outfeed can only be enqueued once. Hint: a program enqueues to an "
+        "outfeed in one place. Two enqueue calls do not, and nor does a Python `for _ in "
+        "range(...)` loop"),
     "zeros returned in place of the losses": (looped(give_back="zeros"),
                                               f"but train returned {STEPS} other values"),
     "the outfeed dequeued but never enqueued": (
