@@ -67,6 +67,18 @@ def sharded_training_step(learning_rate, images, labels):
     return learning_rate, train_op'''
 
 
+def last_layers(activations, labels):
+    """The model's last layers, dense32, the logits and the loss, each in its scope (the
+    second half of step 2's split, and step 3's second stage): the loss."""
+    with tf.compat.v1.variable_scope("dense32"):
+        activations = tf.keras.layers.Dense(32, activation=tf.nn.relu)(activations)
+    with tf.compat.v1.variable_scope("logits"):
+        logits = tf.keras.layers.Dense(10)(activations)
+    with tf.compat.v1.variable_scope("softmax_ce"):
+        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=labels, logits=logits))
+
+
 def solution(learning_rate, images, labels):
     """The tutorial's step 2: the same layers, in two shard scopes."""
     with scopes.ipu_shard(0):
@@ -76,13 +88,7 @@ def solution(learning_rate, images, labels):
             with tf.compat.v1.variable_scope(name):
                 activations = tf.keras.layers.Dense(width, activation=tf.nn.relu)(activations)
     with scopes.ipu_shard(1):
-        with tf.compat.v1.variable_scope("dense32"):
-            activations = tf.keras.layers.Dense(32, activation=tf.nn.relu)(activations)
-        with tf.compat.v1.variable_scope("logits"):
-            logits = tf.keras.layers.Dense(10)(activations)
-        with tf.compat.v1.variable_scope("softmax_ce"):
-            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-                labels=labels, logits=logits))
+        loss = last_layers(activations, labels)
         with tf.compat.v1.variable_scope("optimizer"):
             optimizer = optimizers.GradientAccumulationOptimizerV2(
                 tf.compat.v1.train.GradientDescentOptimizer(learning_rate),
@@ -195,4 +201,4 @@ def check_sharded_step(training_step):
                  f"gradients away from their layers.")
 
 
-__all__ = ["check_sharded_step", "solution", "run_step", "STARTING_CODE"]
+__all__ = ["check_sharded_step", "solution", "last_layers", "run_step", "STARTING_CODE"]

@@ -27,6 +27,7 @@ from ipu_emulator.code_exercises import (as_a_fresh_script, code_exercise, forwa
                                          sample_digits)
 from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, optimizer_kinds, reference_run,
                                                    same_values, weights_problem)
+from ipu_emulator.code_exercises.nb07_sharding import last_layers
 from ipu_emulator.code_exercises.weights import WeightWatch
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue,
@@ -106,32 +107,29 @@ def pipelined_model(learning_rate, infeed, outfeed):
     return ipu.loops.repeat(64, training_step, [learning_rate], infeed_queue=infeed)'''
 
 
+def tutorial_stage1(learning_rate, images, labels):
+    """Step 3's first stage: flatten to dense64, in the layers' scopes."""
+    with tf.compat.v1.variable_scope("flatten"):
+        activations = tf.keras.layers.Flatten()(images)
+    for name, width in (("dense256", 256), ("dense128", 128), ("dense64", 64)):
+        with tf.compat.v1.variable_scope(name):
+            activations = tf.keras.layers.Dense(width, activation=tf.nn.relu)(activations)
+    return learning_rate, activations, labels
+
+
+def tutorial_stage2(learning_rate, activations, labels):
+    """Step 3's second stage: dense32, the logits and the loss (step 2's second shard)."""
+    return learning_rate, last_layers(activations, labels)
+
+
 def solution(learning_rate, infeed, outfeed):
     """The tutorial's step 3: the same layers as two pipeline stages."""
-    def stage1(learning_rate, images, labels):
-        with tf.compat.v1.variable_scope("flatten"):
-            activations = tf.keras.layers.Flatten()(images)
-        for name, width in (("dense256", 256), ("dense128", 128), ("dense64", 64)):
-            with tf.compat.v1.variable_scope(name):
-                activations = tf.keras.layers.Dense(width, activation=tf.nn.relu)(activations)
-        return learning_rate, activations, labels
-
-    def stage2(learning_rate, activations, labels):
-        with tf.compat.v1.variable_scope("dense32"):
-            activations = tf.keras.layers.Dense(32, activation=tf.nn.relu)(activations)
-        with tf.compat.v1.variable_scope("logits"):
-            logits = tf.keras.layers.Dense(10)(activations)
-        with tf.compat.v1.variable_scope("softmax_ce"):
-            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-                labels=labels, logits=logits))
-        return learning_rate, loss
-
     def optimizer_function(learning_rate, loss):
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(learning_rate)
         return pipelining_ops.OptimizerFunctionOutput(optimizer, loss)
 
     return pipelining_ops.pipeline(
-        computational_stages=[stage1, stage2],
+        computational_stages=[tutorial_stage1, tutorial_stage2],
         gradient_accumulation_count=GRADIENT_ACCUMULATION_COUNT,
         repeat_count=REPEAT_COUNT,
         inputs=[learning_rate],
@@ -329,4 +327,4 @@ def check_pipelined_model(pipelined_model):
                  f"both IPUs worked at once on different micro-batches{optimizer}.")
 
 
-__all__ = ["check_pipelined_model", "solution", "run_model", "STARTING_CODE"]
+__all__ = ["check_pipelined_model", "solution", "tutorial_stage1", "tutorial_stage2", "run_model", "STARTING_CODE"]

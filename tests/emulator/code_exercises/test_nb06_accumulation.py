@@ -198,3 +198,15 @@ def test_the_solution_the_notebook_shows_passes():
     feedback = code_exercises.check_accumulating_training(
         train_of(shown.split("```python\n")[1].split("```")[0]))
     assert feedback.ok, feedback.text
+
+
+def test_one_engine_run_more_than_asked_is_caught_at_the_boundary():
+    """Right with the runs asked for, not with one more (the rule's boundary)."""
+    solved = edited(count=16, repeat=32)
+    assert code_exercises.check_accumulating_training(solved).ok
+    one_more = START.replace("repeat(20,", "repeat(32,").replace(PLAIN_OPTIMIZER, (
+        "optimizer = ipu.optimizers.GradientAccumulationOptimizerV2(\n"
+        "            tf.train.GradientDescentOptimizer(0.01), num_mini_batches=16)"))
+    one_more += "\n        sess.run(train_on_ipu)               # one run too many"
+    feedback = code_exercises.check_accumulating_training(train_of(one_more))
+    assert not feedback.ok and "made 4 engine runs" in feedback.text, feedback.text

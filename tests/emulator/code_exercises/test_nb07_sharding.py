@@ -128,3 +128,26 @@ def test_the_starting_code_runs_on_one_ipu_and_is_the_notebooks_exercise_cell():
 def test_the_learners_own_ipu_configuration_is_kept():
     assert_keeps_the_configuration(
         lambda: code_exercises.check_sharded_step(code_exercises.solution))
+
+
+def split_inside_dense64(learning_rate, images, labels):
+    """The tutorial's split, except that dense64's matmul is on IPU0 and its ReLU on IPU1:
+    one layer on both IPUs."""
+    with ipu.scopes.ipu_shard(0):
+        with tf.compat.v1.variable_scope("flatten"):
+            activations = tf.reshape(images, [-1, 28 * 28])
+        for name, width in (("dense256", 256), ("dense128", 128)):
+            with tf.compat.v1.variable_scope(name):
+                activations = tf.keras.layers.Dense(width, activation=tf.nn.relu)(activations)
+        with tf.compat.v1.variable_scope("dense64"):
+            activations = tf.keras.layers.Dense(64)(activations)
+    with ipu.scopes.ipu_shard(1):
+        with tf.compat.v1.variable_scope("dense64"):
+            activations = tf.nn.relu(activations)
+        train_op = minimize(learning_rate, code_exercises.last_layers(activations, labels))
+    return learning_rate, train_op
+
+
+def test_a_layer_on_both_ipus_is_caught_at_the_boundary():
+    feedback = code_exercises.check_sharded_step(split_inside_dense64)
+    assert not feedback.ok and "dense64 ran on IPU0 and IPU1" in feedback.text, feedback.text

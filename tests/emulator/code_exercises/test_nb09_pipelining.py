@@ -130,25 +130,6 @@ def test_the_learners_own_ipu_configuration_is_kept():
 def pipelined_as_the_tutorial(optimizer="gradient descent", outfeed_loss=True, lr_scale=1.0):
     """The tutorial's step 3 with the optimizer, outfeed_loss or the learning rate changed."""
     def pipelined_model(learning_rate, infeed, outfeed):
-        def stage1(learning_rate, images, labels):
-            with tf.compat.v1.variable_scope("flatten"):
-                activations = tf.keras.layers.Flatten()(images)
-            for name, width in (("dense256", 256), ("dense128", 128), ("dense64", 64)):
-                with tf.compat.v1.variable_scope(name):
-                    activations = tf.keras.layers.Dense(width, activation=tf.nn.relu)(
-                        activations)
-            return learning_rate, activations, labels
-
-        def stage2(learning_rate, activations, labels):
-            with tf.compat.v1.variable_scope("dense32"):
-                activations = tf.keras.layers.Dense(32, activation=tf.nn.relu)(activations)
-            with tf.compat.v1.variable_scope("logits"):
-                logits = tf.keras.layers.Dense(10)(activations)
-            with tf.compat.v1.variable_scope("softmax_ce"):
-                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-                    labels=labels, logits=logits))
-            return learning_rate, loss
-
         def optimizer_function(learning_rate, loss):
             made = {"gradient descent": lambda: tf.compat.v1.train.GradientDescentOptimizer(
                         learning_rate * lr_scale),
@@ -161,8 +142,9 @@ def pipelined_as_the_tutorial(optimizer="gradient descent", outfeed_loss=True, l
             return ipu.pipelining_ops.OptimizerFunctionOutput(made, loss)
 
         return ipu.pipelining_ops.pipeline(
-            computational_stages=[stage1, stage2], gradient_accumulation_count=16,
-            repeat_count=4, inputs=[learning_rate], infeed_queue=infeed, outfeed_queue=outfeed,
+            computational_stages=[code_exercises.tutorial_stage1, code_exercises.tutorial_stage2],
+            gradient_accumulation_count=16, repeat_count=4, inputs=[learning_rate],
+            infeed_queue=infeed, outfeed_queue=outfeed,
             optimizer_function=optimizer_function,
             pipeline_schedule=ipu.pipelining_ops.PipelineSchedule.Grouped,
             outfeed_loss=outfeed_loss)
