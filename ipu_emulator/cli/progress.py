@@ -9,36 +9,17 @@ learners first: "stuck" is three "Not yet" in a row at one exercise, "quiet" is 
 15 minutes.  Reads files only: no network, nothing written.
 """
 import argparse
-import ast
 import json
 import os
 import sys
 import time
 from typing import List
 
-from ipu_emulator.exercises import progress
-
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
+from ipu_emulator.exercises import course, progress
 
 def course_exercises() -> List[str]:
-    """Every exercise's name, in notebook order, read from the exercise modules' sources (the
-    code exercises' modules import TensorFlow, which this command does not need)."""
-    found = []
-    for folder in ("code_exercises", "exercises"):
-        directory = os.path.join(_PACKAGE, folder)
-        for filename in sorted(os.listdir(directory)):
-            if not (filename.startswith("nb") and filename.endswith(".py")):
-                continue
-            with open(os.path.join(directory, filename), encoding="utf-8") as f:
-                tree = ast.parse(f.read())
-            for node in ast.walk(tree):
-                if (isinstance(node, ast.Call) and getattr(node.func, "id", "") in
-                        ("exercise", "code_exercise") and node.args
-                        and isinstance(node.args[0], ast.Constant)):
-                    found.append((filename[2:4], folder != "code_exercises", node.lineno,
-                                  node.args[0].value))
-    return [name for *_, name in sorted(found)]
+    """Every exercise's name, in the order of the course (``exercises.course``)."""
+    return list(course.COURSE)
 
 
 def _ago(seconds) -> str:

@@ -27,7 +27,7 @@ OUTFEED_NAME = 'feed_name="loss_outfeed")'
 
 
 def edited(device=1, infeed=None, outfeed=None, cross_replica=False, loss_mean=False,
-           launches=1):
+           launches=1, give_back=None):
     """The starting code with some tasks done: a device of ``device`` IPUs, the queues told
     ``infeed``/``outfeed`` replicas (None: not told), the optimizer wrapped or not, the loss
     averaged over the replicas instead, the program launched ``launches`` times."""
@@ -41,6 +41,8 @@ def edited(device=1, infeed=None, outfeed=None, cross_replica=False, loss_mean=F
     if loss_mean:
         code = code.replace("optimizer.minimize(loss)",
                             "optimizer.minimize(ipu.cross_replica_ops.cross_replica_mean(loss))")
+    if give_back is not None:   # what train returns instead of the dequeued losses
+        code = code.replace("return sess.run(read_losses)", f"return {give_back}")
     if launches != 1:
         code = code.replace("        sess.run(train_on_ipu)",
                             f"        for _ in range({launches}):\n"
@@ -55,6 +57,13 @@ def train_of(code):
 
 
 WRONG_ATTEMPTS = {
+    "the outfeed never dequeued": (
+        edited(device=2, infeed=2, outfeed=2, cross_replica=True, give_back="None"),
+        "but train returned None, not the 10 x 2 losses"),
+    "zeros returned for the losses": (
+        edited(device=2, infeed=2, outfeed=2, cross_replica=True,
+               give_back="[[0.0, 0.0]] * steps"),
+        "but train returned 20 values (the first 0.000)"),
     "the starting code: one IPU, one replica": (
         train_of(START), "your program ran as one replica on a device of 1 IPU"),
     "replicated, without CrossReplicaOptimizer": (

@@ -14,7 +14,8 @@ from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixt
     exercise_cell, assert_keeps_the_configuration)
 
 
-def pipeline(make_stages, accumulation_count=16):
+def pipeline(make_stages, accumulation_count=16, outfeed_loss=True,
+             optimizer_function=code_exercises.optimizer_function):
     """A learner's ``pipeline_for_splits`` whose stage functions come from
     ``make_stages(layers, splits)``."""
     def pipeline_for_splits(layers, splits, learning_rate, infeed, outfeed):
@@ -22,8 +23,16 @@ def pipeline(make_stages, accumulation_count=16):
             computational_stages=make_stages(layers, splits),
             gradient_accumulation_count=accumulation_count,
             inputs=[learning_rate], infeed_queue=infeed, outfeed_queue=outfeed,
-            optimizer_function=code_exercises.optimizer_function, outfeed_loss=True)
+            optimizer_function=optimizer_function, outfeed_loss=outfeed_loss)
     return pipeline_for_splits
+
+
+def cut_at_the_splits(layers, splits):
+    return [staged(piece, k) for k, piece in enumerate(pieces(layers, splits))]
+
+
+def a_smaller_step(learning_rate, loss):
+    return code_exercises.optimizer_function(learning_rate / 10, loss)
 
 
 def pieces(layers, splits, shift=0):
@@ -80,10 +89,13 @@ WRONG_ATTEMPTS = {
                                    "every stage sees the last piece"),
     "no stage<k>_<layer> scopes": (lambda: pipeline(without_scopes),
                                    "no layer of your stages was built in a"),
+    "outfeed_loss left out": (lambda: pipeline(cut_at_the_splits, outfeed_loss=False),
+                              "keep outfeed_loss=True in the pipeline, so that it sends"),
+    "the optimizer given a tenth of the learning rate": (
+        lambda: pipeline(cut_at_the_splits, optimizer_function=a_smaller_step),
+        "times smaller. The stages call each layer's function once"),
     "a count Grouped refuses for four stages": (
-        lambda: pipeline(lambda layers, splits: [staged(p, k) for k, p in
-                                                 enumerate(pieces(layers, splits))],
-                         accumulation_count=4),
+        lambda: pipeline(cut_at_the_splits, accumulation_count=4),
         "FailedPreconditionError: The number of iterations of the pipeline must be a multiple "
         "of 8, but it is 4."),
 }

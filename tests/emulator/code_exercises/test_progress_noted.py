@@ -14,3 +14,23 @@ def test_a_code_attempt_is_noted_and_an_empty_cell_is_not(tmp_path, monkeypatch)
     attempts = progress.read(str(path))
     assert [(a.exercise, a.ok, a.said) for a in attempts] == [
         ("02.loop-on-device", False, feedback.text[:progress.SAID_CHARACTERS])]
+
+
+def test_the_course_names_exactly_the_registered_exercises():
+    """The course list (plain data, for the progress command) against the registries, which
+    fill as the exercise modules are imported."""
+    import importlib
+    import pkgutil
+
+    import ipu_emulator.code_exercises as code_package
+    import ipu_emulator.exercises as numeric_package
+    from ipu_emulator.exercises.course import COURSE
+
+    for package in (code_package, numeric_package):
+        for module in pkgutil.iter_modules(package.__path__):
+            if module.name.startswith("nb"):
+                importlib.import_module(f"{package.__name__}.{module.name}")
+    registered = set(code_package.CODE_REGISTRY) | {
+        name for name in numeric_package.REGISTRY if name[:2].isdigit()}
+    assert sorted(COURSE) == sorted(registered)
+    assert list(COURSE) == sorted(COURSE, key=lambda name: name[:2])   # notebook order
