@@ -26,6 +26,7 @@ from ipu_emulator.code_exercises import IpuGraph, as_a_fresh_script, code_exerci
 from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, reference_run, same_values,
                                                    weights_problem)
 from ipu_emulator.code_exercises.weights import WeightWatch
+from ipu_emulator.code_exercises.wording import engine_runs as _runs, kind_of as _what
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import config, ipu_compiler, scopes
 from ipu_emulator.runtime import configured_system, ipu_backend
@@ -156,14 +157,6 @@ def losses_of(returned) -> Optional[List[float]]:
     except (TypeError, ValueError, IndexError):
         return None
     return losses if len(losses) == STEPS else None
-
-
-def _runs(count: int) -> str:
-    return "one engine run" if count == 1 else f"{count} engine runs"
-
-
-def _what(value) -> str:
-    return "None" if value is None else f"a {type(value).__name__}"
 
 
 def _shape(shape: tf.TensorShape) -> str:

@@ -18,6 +18,7 @@ import tensorflow as tf
 from ipu_emulator.code_exercises import (IpuGraph, ProgramRun, code_exercise, run_attempt,
                                          sample_digits)
 from ipu_emulator.code_exercises.reference import NEVER_RUN_UPDATE, reference_run, weights_problem
+from ipu_emulator.code_exercises.wording import engine_runs as _runs, steps as _iterations
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import ipu_compiler, ipu_infeed_queue, loops, scopes
 
@@ -95,14 +96,6 @@ def run_training(train) -> ProgramRun:
     of MNIST: what it did.  An error in the learner's code raises ``LearnerCodeFailed``.  The
     IPU system the learner configured, if any, is configured again afterwards."""
     return run_attempt(train, *sample_digits(IMAGES), STEPS, hints=SDK_HINTS, ipus=1)
-
-
-def _runs(count: int) -> str:
-    return "one engine run" if count == 1 else f"{count} engine runs"
-
-
-def _iterations(count: int) -> str:
-    return "one step" if count == 1 else f"{count} steps"
 
 
 @code_exercise("02.loop-on-device", solution=solution)

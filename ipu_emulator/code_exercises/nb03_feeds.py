@@ -34,6 +34,7 @@ from ipu_emulator.code_exercises.reference import (compare_weights, reference_ru
 from ipu_emulator.code_exercises.weights import WeightWatch
 from ipu_emulator.code_exercises import (LearnerCodeFailed, code_exercise, learner_error,
                                          sample_digits)
+from ipu_emulator.code_exercises.wording import engine_runs as _runs, steps as _steps
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import config, ipu_outfeed_queue, ipu_strategy
 from ipu_emulator.runtime import ipu_backend
@@ -245,14 +246,6 @@ def run_keras_training(train_keras):
 
 
 # --- feedback -------------------------------------------------------------------------------
-
-def _runs(count: int) -> str:
-    return "one engine run" if count == 1 else f"{count} engine runs"
-
-
-def _steps(count: int) -> str:
-    return "one step" if count == 1 else f"{count} steps"
-
 
 def _shape_of_runs(counts) -> str:
     """"6 engine runs of 10 steps each", or "3 engine runs (of 25, 25 and 10 steps)"."""

@@ -24,6 +24,7 @@ from ipu_emulator.code_exercises import (LearnerCodeFailed, ProgramRun, code_exe
                                          learner_error, run_attempt, sample_digits)
 from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, reference_run, same_values,
                                                    weights_problem)
+from ipu_emulator.code_exercises.wording import engine_runs as _runs, kind_of
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue, loops,
                               optimizers, scopes)
@@ -176,10 +177,6 @@ def _replication_mismatch_hint(message: str):
             f"and the device's auto_select_ipus must be the same number.")
 
 
-def _runs(count: int) -> str:
-    return "one engine run" if count == 1 else f"{count} engine runs"
-
-
 @code_exercise("05.replicate", solution=solution)
 def check_replicated_training(train):
     """``train(images, labels, steps)``: replicated on two IPUs the tutorial's way."""
@@ -262,7 +259,7 @@ def _losses(returned):
 def _what(returned) -> str:
     values = _losses(returned)
     if values is None:
-        return "None" if returned is None else f"a {type(returned).__name__}"
+        return kind_of(returned)
     return f"{values.size} values (the first {values.ravel()[0]:.3f})"
 
 
