@@ -177,3 +177,19 @@ def test_step_2s_accumulating_optimizer_left_in_optimizer_function_is_named():
         "step 2's accumulating one"))
     assert not feedback.ok
     assert "wraps its optimizer in GradientAccumulationOptimizerV2" in feedback.text
+
+
+def spelled_otherwise(learning_rate, infeed, outfeed):
+    """Step 3 written another way: the stages positional, the device mapping and the Grouped
+    schedule left to their defaults, the optimizer function a lambda."""
+    return ipu.pipelining_ops.pipeline(
+        [code_exercises.tutorial_stage1, code_exercises.tutorial_stage2], 16,
+        repeat_count=4, inputs=[learning_rate], infeed_queue=infeed, outfeed_queue=outfeed,
+        optimizer_function=lambda lr, loss: ipu.pipelining_ops.OptimizerFunctionOutput(
+            tf.compat.v1.train.GradientDescentOptimizer(lr), loss),
+        outfeed_loss=True)
+
+
+def test_the_pipeline_spelled_otherwise_is_right():
+    feedback = code_exercises.check_pipelined_model(spelled_otherwise)
+    assert feedback.ok, feedback.text

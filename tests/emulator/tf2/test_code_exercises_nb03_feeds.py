@@ -43,7 +43,7 @@ def defined(source, name):
 # --- 03.outfeed-loop: attempts a learner may write -------------------------------------------
 
 def looped(steps_per_execution=10, send="every step", dequeue="once", infeed=True,
-           give_back="dequeued", loop="tf.range"):
+           give_back="dequeued", loop="tf.range", compile_flag="jit_compile"):
     """Tutorial 3's program with one thing changed: the loss sent ``"every step"``, ``"after
     the loop"`` or ``"never"`` (returned by the run instead); the dequeue ``"once"``, ``"each
     run"`` (only the last one returned) or ``"never"``; the batches from the infeed, or one
@@ -52,7 +52,7 @@ def looped(steps_per_execution=10, send="every step", dequeue="once", infeed=Tru
         strategy = ipu.ipu_strategy.IPUStrategy()
         host_batches = iter(dataset)
 
-        @tf.function(jit_compile=True)
+        @tf.function(**{compile_flag: True})
         def training_loop(batches, losses, model, optimizer, count):
             loss = tf.constant(0.0)
             for _ in (tf.range(count) if loop == "tf.range" else range(steps_per_execution)):
@@ -185,6 +185,11 @@ def test_the_solution_passes_and_says_what_ran():
     assert feedback.text.startswith("Right: 6 engine runs of 10 steps each, each taking its "
                                     "batches from the infeed")
     assert "one dequeue brought back all 60" in feedback.text
+
+
+def test_the_tutorials_own_spelling_experimental_compile_passes():
+    feedback = code_exercises.check_outfeed_loop(looped(compile_flag="experimental_compile"))
+    assert feedback.ok, feedback.text
 
 
 def test_any_steps_per_execution_that_divides_the_steps_passes():
