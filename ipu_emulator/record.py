@@ -134,6 +134,7 @@ class PipelineSettings:
     # The ``RecomputationMode`` the pipeline was given (its name); it recomputes only when the
     # system allows it (``recompute``).
     recomputation_mode: str = "Auto"
+    reduction_method: str = "SUM"   # the accumulated gradients' (its SDK enum's name)
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,9 @@ class EngineRun:
     # update (a gradient accumulation optimizer's mini-batches).
     all_reduce_bytes: int = 0
     gradient_accumulation_count: int = 1
+    # How the accumulated gradients are reduced (the SDK's ``GradientAccumulationReductionMethod``
+    # name: "SUM", "MEAN", "RUNNING_MEAN"); a pipeline's is in ``pipeline``.
+    gradient_accumulation_reduction: str = "SUM"
     # ``TF_POPLAR_FLAGS=--use_synthetic_data`` was set: the simulator leaves the data's host
     # transfers out (the bytes above stay what the program really moves).
     synthetic_data: bool = False

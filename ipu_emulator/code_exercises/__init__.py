@@ -94,9 +94,9 @@ def _first_line(message: str) -> str:
 
 
 def _learner_line(error: BaseException) -> str:
-    """" It came from your line 12: `x = ...`." for the last line of the learner's own code the error
-    passed through (a notebook cell, or any file outside this package, TensorFlow and the
-    installed libraries), or "" when it passed through none."""
+    """" It came from your line 12: `x = ...`." for the last line of the learner's own code
+    the error passed through (a notebook cell, or any file outside this package, TensorFlow
+    and the installed libraries), or "" when it passed through none."""
     import linecache
     import traceback
 
@@ -165,10 +165,10 @@ def as_a_fresh_script(hints: Optional[Dict[str, str]] = None, seed: int = 0,
                       watch: Optional[WeightWatch] = None):
     """Run the learner's code as a fresh script would: in a new graph (yielded), with no IPU
     system configured and a fixed seed; with ``watch``, its weights start as the reference's
-    and are read when it ends (``weights.WeightWatch``).  The system configured before (the notebook's own) is
-    configured again afterwards, and an error in the code raises ``LearnerCodeFailed``
-    with its message and a hint (``hints``: the exercise's, by words of the SDK's
-    messages)."""
+    and are read when it ends (``weights.WeightWatch``).  The system configured before (the
+    notebook's own) is configured again afterwards, and an error in the code raises
+    ``LearnerCodeFailed`` with its message and a hint (``hints``: the exercise's, by words of
+    the SDK's messages)."""
     try:
         with ipu_backend.configuration_kept(), tf.Graph().as_default() as graph:
             config.reset_ipu_configuration()
@@ -265,5 +265,6 @@ def sample_digits(count: int):
 
 cell_runs.install()   # inside a kernel: note which cell defined each function, and how it ran
 
-__all__ = ["CODE_REGISTRY", "IpuGraph", "as_a_fresh_script", "forward_ops_by_stage", "run_attempt", "ProgramRun", "sample_digits", "CodeExercise", "LearnerCodeFailed", "code_exercise",
+__all__ = ["CODE_REGISTRY", "IpuGraph", "as_a_fresh_script", "forward_ops_by_stage", "run_attempt",
+           "ProgramRun", "sample_digits", "CodeExercise", "LearnerCodeFailed", "code_exercise",
            "learner_error", "not_yet"]

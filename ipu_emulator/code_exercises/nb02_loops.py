@@ -146,7 +146,8 @@ def check_loop_on_device(train):
                        f"repeat's count is train's `steps` argument.")
     reference = reference_run("02.loop-on-device", lambda: run_training(solution))
     problem = weights_problem(
-        ran.weights, reference.weights, f"your program made one engine run of {STEPS} steps fed by the infeed",
+        ran.weights, reference.weights,
+        f"your program made one engine run of {STEPS} steps fed by the infeed",
         f"The loop body returns minimize's result with any running values (task b): "
         f"{NEVER_RUN_UPDATE}.",
         "The loop keeps the step of the starting code (its model, loss and "

@@ -14,12 +14,19 @@ updates each run made (``EngineRun.weight_updates``).
 """
 from __future__ import annotations
 
+import functools
+
 import tensorflow as tf
 
 from ipu_emulator.code_exercises import ProgramRun, code_exercise, run_attempt, sample_digits
-from ipu_emulator.code_exercises.reference import NEVER_RUN_UPDATE, reference_run, weights_problem
+from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, matched_variant,
+                                                   mean_variant, reference_run, same_weights,
+                                                   weights_problem)
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import ipu_compiler, ipu_infeed_queue, loops, optimizers, scopes
+from ipu_emulator.ipu.gradient_accumulation import GradientAccumulationReductionMethod
+
+MEAN = GradientAccumulationReductionMethod.MEAN   # the accepted averaging reduction
 
 BATCH_SIZE = 32
 NUM_MINI_BATCHES = 16   # mini-batches per weight update: the tutorial's
@@ -76,8 +83,9 @@ def train(images, labels, runs):
             sess.run(train_on_ipu)               # 20 mini-batches: one engine run'''
 
 
-def solution(images, labels, runs):
-    """The tutorial's step 1: the optimizer accumulates 16 mini-batches per update."""
+def solution(images, labels, runs, reduction_method=GradientAccumulationReductionMethod.SUM):
+    """The tutorial's step 1: the optimizer accumulates 16 mini-batches per update (adding
+    their gradients up: the SDK's default reduction)."""
     dataset = tf.data.Dataset.from_tensor_slices((images, labels)).repeat()
     infeed = ipu_infeed_queue.IPUInfeedQueue(dataset.batch(BATCH_SIZE, drop_remainder=True))
 
@@ -85,7 +93,8 @@ def solution(images, labels, runs):
         logits = tf.keras.layers.Dense(10)(tf.keras.layers.Flatten()(images))
         loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
         optimizer = optimizers.GradientAccumulationOptimizerV2(
-            tf.compat.v1.train.GradientDescentOptimizer(0.01), num_mini_batches=NUM_MINI_BATCHES)
+            tf.compat.v1.train.GradientDescentOptimizer(0.01), num_mini_batches=NUM_MINI_BATCHES,
+            reduction_method=reduction_method)
         return optimizer.minimize(loss)
 
     with scopes.ipu_scope("/device:IPU:0"):
@@ -168,13 +177,18 @@ def check_accumulating_training(train):
                        f"{UPDATES_PER_RUN} updates per run, a loop of {UPDATES_PER_RUN} x "
                        f"{NUM_MINI_BATCHES} = {MINI_BATCHES_PER_RUN} mini-batches.")
     reference = reference_run("06.accumulate", lambda: run_training(solution))
+    variants = mean_variant(run.gradient_accumulation_reduction, "06.accumulate",
+                            lambda: run_training(functools.partial(solution,
+                                                            reduction_method=MEAN)))
     problem = weights_problem(
-        ran.weights, reference.weights, f"each run made {_mini_batches(run.iterations)} and the optimizer added up "
-                  f"{NUM_MINI_BATCHES} per update",
+        ran.weights, reference.weights,
+        f"each run made {_mini_batches(run.iterations)} and the optimizer added up "
+        f"{NUM_MINI_BATCHES} per update",
         f"The loop body returns the accumulating optimizer's minimize: {NEVER_RUN_UPDATE}.",
-        f"The wrapper adds the {NUM_MINI_BATCHES} mini-batches' gradients up and applies them "
-        f"with the starting code's optimizer, GradientDescentOptimizer(0.01), as it is: keep "
-        f"its learning rate and the loss unchanged.")
+        f"The wrapper adds the {NUM_MINI_BATCHES} mini-batches' gradients up (or averages "
+        f"them, with reduction_method=MEAN) and applies them with the starting code's "
+        f"optimizer, GradientDescentOptimizer(0.01), as it is: keep its learning rate and the "
+        f"loss unchanged.", variants=variants)
     if problem is not None:
         return problem
     batch = run.infeed_bytes_per_iteration // (28 * 28 * 4 + 4)
@@ -182,7 +196,7 @@ def check_accumulating_training(train):
                  f"the optimizer added up {count} of them per update: each run changed the "
                  f"weights {_times(run.weight_updates)} ({updates} in all, instead of "
                  f"{mini_batches}), each time on the gradients of {count} x {batch} = "
-                 f"{count * batch} images, to the weights the tutorial's program ends with.")
+                 f"{count * batch} images, {same_weights(matched_variant(ran.weights, variants))}.")
 
 
 __all__ = ["check_accumulating_training", "solution", "run_training", "STARTING_CODE"]

@@ -9,6 +9,7 @@ the IPU each layer's forward ops and gradients ran on, and what crossed between 
 """
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from typing import Dict, Set
 
@@ -17,12 +18,16 @@ import tensorflow as tf
 
 from ipu_emulator import record
 from ipu_emulator.code_exercises import as_a_fresh_script, code_exercise, sample_digits
-from ipu_emulator.code_exercises.reference import NEVER_RUN_UPDATE, reference_run, weights_problem
+from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, mean_variant,
+                                                   reference_run, weights_problem)
 from ipu_emulator.code_exercises.weights import WeightWatch
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import config, ipu_compiler, ipu_infeed_queue, loops, optimizers, scopes
+from ipu_emulator.ipu.gradient_accumulation import GradientAccumulationReductionMethod
 from ipu_emulator.lessons.placement import layer_of
 from ipu_emulator.runtime import programs, shards
+
+MEAN = GradientAccumulationReductionMethod.MEAN   # the accepted averaging reduction
 
 BATCH_SIZE = 32
 MINI_BATCHES = 16
@@ -79,7 +84,8 @@ def last_layers(activations, labels):
             labels=labels, logits=logits))
 
 
-def solution(learning_rate, images, labels):
+def solution(learning_rate, images, labels,
+             reduction_method=GradientAccumulationReductionMethod.SUM):
     """The tutorial's step 2: the same layers, in two shard scopes."""
     with scopes.ipu_shard(0):
         with tf.compat.v1.variable_scope("flatten"):
@@ -92,7 +98,7 @@ def solution(learning_rate, images, labels):
         with tf.compat.v1.variable_scope("optimizer"):
             optimizer = optimizers.GradientAccumulationOptimizerV2(
                 tf.compat.v1.train.GradientDescentOptimizer(learning_rate),
-                num_mini_batches=MINI_BATCHES)
+                num_mini_batches=MINI_BATCHES, reduction_method=reduction_method)
             train_op = optimizer.minimize(loss)
     return learning_rate, train_op
 
@@ -184,13 +190,17 @@ def check_sharded_step(training_step):
                        "inside ipu_shard(1), with the last layers: the SDK then computes every "
                        "gradient on IPU1, as Graphcore's trace of this step shows.")
     reference = reference_run("07.shard-the-step", lambda: run_step(solution))
+    variants = mean_variant(ran.run.gradient_accumulation_reduction, "07.shard-the-step",
+                            lambda: run_step(functools.partial(solution,
+                                                            reduction_method=MEAN)))
     problem = weights_problem(
         ran.weights, reference.weights,
         "your step ran as the tutorial's step 2, flatten to dense64 on IPU0 and the rest on "
         "IPU1",
         f"Keep the optimizer's minimize in ipu_shard(1) and return it: {NEVER_RUN_UPDATE}.",
         "Sharding changes where the ops run, not what they compute: keep the layers, the loss "
-        "and the accumulating optimizer of the starting code as they were (task c).")
+        "and the accumulating optimizer of the starting code as they were (task c).",
+        variants=variants)
     if problem is not None:
         return problem
     [(_, _, copied, copies)] = [r for r in ran.run.stages[1].reads if r[0] == "backward"]

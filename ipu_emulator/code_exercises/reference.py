@@ -114,15 +114,53 @@ NEVER_RUN_UPDATE = ("in TensorFlow 1 an op runs only if something asks for it, s
                     "optimizer's op (minimize's result) must be among what the step returns")
 
 
+# The accumulated gradients averaged instead of added up: the SDK's reduction_method
+# (GradientAccumulationOptimizerV2, pipeline) offers it, and a task that does not name the
+# reduction accepts it.
+MEAN_REDUCTION = "a mean of the gradients (reduction_method MEAN or RUNNING_MEAN)"
+
+# Forms of the reference the SDK offers for a task, each accepted: {what it is: its weights,
+# run when first needed}.
+Variants = Dict[str, Callable[[], WeightWatch]]
+
+
+def mean_variant(reduction: str, name: str, run_with_mean: Callable[[], object]) -> Variants:
+    """The reference run with the gradients averaged (``run_with_mean``: its run, which holds
+    ``weights``), as an accepted variant, when the learner's run averaged them too
+    (``reduction``: the recorded reduction method's name); none when it added them up, so
+    that a learning rate divided by the count is not taken for a mean."""
+    if reduction not in ("MEAN", "RUNNING_MEAN"):
+        return {}
+    return {MEAN_REDUCTION: lambda: reference_run(f"{name} MEAN", run_with_mean).weights}
+
+
+def matched_variant(learner: WeightWatch, variants: Variants) -> Optional[str]:
+    """The first of ``variants`` whose weights the learner's match, or None."""
+    for name, weights in variants.items():
+        compared = compare_weights(learner, weights())
+        if compared is not None and compared.same:
+            return name
+    return None
+
+
+def same_weights(variant: Optional[str]) -> str:
+    """How a "Right" text says where the learner's weights ended: with the reference's, or
+    with an accepted variant's (``matched_variant``)."""
+    if variant is None:
+        return "to the weights the tutorial's program ends with"
+    return (f"to the weights the tutorial's program ends with when it uses {variant}, which "
+            f"the SDK offers too")
+
+
 def weights_problem(learner: WeightWatch, reference: WeightWatch, what_ran: str,
-                    never_changed: str, elsewhere: str, optimizer_free: bool = False
-                    ) -> Optional[Feedback]:
+                    never_changed: str, elsewhere: str, optimizer_free: bool = False,
+                    variants: Optional[Variants] = None) -> Optional[Feedback]:
     """"Not yet" when the learner's weights were initialized again during training, never
-    moved (``never_changed``: the hint) or ended away from the reference's (``elsewhere``:
-    what the task keeps as it was), after ``what_ran`` (what the learner's run did right, in
-    their numbers); None when they agree or could not be read.  ``optimizer_free``: the task
-    lets the learner pick the optimizer, so with another one only that the weights moved is
-    judged."""
+    moved (``never_changed``: the hint) or ended away from the reference's and from each of
+    its accepted ``variants`` (``elsewhere``: what the task keeps as it was), after
+    ``what_ran`` (what the learner's run did right, in their numbers); None when they agree
+    or could not be read.  ``optimizer_free``: the task lets the learner pick the optimizer,
+    so with another one only that the weights moved is judged."""
     if learner.initializations > max(1, reference.initializations):
         return not_yet(f"{what_ran}, but it initialized the variables "
                        f"{learner.initializations} times: each sess.run of the initializer "
@@ -136,7 +174,7 @@ def weights_problem(learner: WeightWatch, reference: WeightWatch, what_ran: str,
                        f"loss and left the model as it was. {never_changed}")
     if optimizer_free and optimizer_kinds(learner) != optimizer_kinds(reference):
         return None
-    if not compared.same:
+    if not compared.same and matched_variant(learner, variants or {}) is None:
         return not_yet(f"{what_ran}, but the weights ended elsewhere than the tutorial's "
                        f"program's from the same start, on the same data: your updates were "
                        f"{times(compared.scale)}. {elsewhere}")
@@ -155,4 +193,5 @@ def reference_run(name: str, run: Callable[[], object]):
 
 
 __all__ = ["TOLERANCE", "WeightsCompared", "compare_weights", "optimizer_kinds", "times",
-           "same_values", "reference_run", "weights_problem", "NEVER_RUN_UPDATE"]
+           "same_values", "reference_run", "weights_problem", "matched_variant", "Variants",
+           "MEAN_REDUCTION", "mean_variant", "same_weights", "NEVER_RUN_UPDATE"]

@@ -518,7 +518,8 @@ class PipelineBuilder:
             offload_activations=offload_activations and self.training,
             accumulation_dtype_bytes=self._accumulator_element_bytes(),
             unmodelled_options=tuple(unmodelled_options),
-            recomputation_mode=recomputation_mode)
+            recomputation_mode=recomputation_mode,
+            reduction_method=getattr(self.reduction_method, "name", "SUM"))
         buffers = self.gradient_buffers + self.outfeed_buffers
         return programs.PipelineBuild(
             settings, dict(self.stage_of_op), list(self.stage_output_bytes),

@@ -54,6 +54,7 @@ class CompiledProgram:
     # Gradient accumulation optimizers: mini-batches per weight update, and for the
     # compile-time check (num_mini_batches, inside a loop?, loop's static iteration count).
     gradient_accumulation_count: int = 1
+    gradient_accumulation_reduction: str = "SUM"   # their reduction method's name
     gradient_accumulation_checks: list = field(default_factory=list)
     loop_iterations: list = field(default_factory=list)
 

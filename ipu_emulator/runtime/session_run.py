@@ -237,5 +237,6 @@ def _record_runs(found_programs, trip_counts, host_seconds, state):
             replicas=program.replication_factor,
             all_reduce_bytes=program.all_reduce_bytes,
             gradient_accumulation_count=program.gradient_accumulation_count,
+            gradient_accumulation_reduction=program.gradient_accumulation_reduction,
             **fields,
         ))

@@ -108,6 +108,7 @@ class GradientAccumulationOptimizerV2(IpuOptimizer):
         if program is None:
             return
         program.gradient_accumulation_count = self._num_mini_batches
+        program.gradient_accumulation_reduction = self._reduction_method.name
         if self._verify_usage:
             program.gradient_accumulation_checks.append(
                 (self._num_mini_batches, programs.inside_loop(),

@@ -132,7 +132,7 @@ LOOPS = {
 
 # --- 06: accumulation ----------------------------------------------------------------------
 
-def accumulating(wrapper="V2", positional=False, loop="repeat"):
+def accumulating(wrapper="V2", positional=False, reduction=None):
     def train(images, labels, runs):
         dataset = v1.data.Dataset.from_tensor_slices((images, labels)).repeat()
         infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(dataset.batch(32, drop_remainder=True))
@@ -142,7 +142,9 @@ def accumulating(wrapper="V2", positional=False, loop="repeat"):
             wrap = {"V2": ipu.optimizers.GradientAccumulationOptimizerV2,
                     "V1": ipu.optimizers.GradientAccumulationOptimizer}[wrapper]
             plain = v1.train.GradientDescentOptimizer(0.01)
-            optimizer = wrap(plain, 16) if positional else wrap(plain, num_mini_batches=16)
+            named = {} if reduction is None else {"reduction_method": reduction}
+            optimizer = (wrap(plain, 16, **named) if positional
+                         else wrap(plain, num_mini_batches=16, **named))
             return optimizer.minimize(loss)
 
         with ipu.scopes.ipu_scope("/device:IPU:0"):
@@ -160,6 +162,9 @@ ACCUMULATIONS = {
     "the V2 wrapper, num_mini_batches by keyword": accumulating(),
     "the V2 wrapper, the count positional": accumulating(positional=True),
     "the V1 wrapper": accumulating(wrapper="V1"),
+    "the gradients averaged (MEAN), as the SDK offers": accumulating(
+        reduction=ipu.optimizers.GradientAccumulationReductionMethod.MEAN),
+    "the gradients averaged as they come (RUNNING_MEAN)": accumulating(reduction="running_mean"),
     "the reference solution itself": nb06_accumulation.solution,
 }
 

@@ -1,6 +1,7 @@
 """Notebook 09's code exercise: the solution passes, and each realistic wrong attempt gets its
 own hint drawn from what the attempt's program did or the SDK's own error (run in process, no
 kernel per attempt)."""
+import functools
 
 import pytest
 import tensorflow as tf
@@ -193,3 +194,11 @@ def spelled_otherwise(learning_rate, infeed, outfeed):
 def test_the_pipeline_spelled_otherwise_is_right():
     feedback = code_exercises.check_pipelined_model(spelled_otherwise)
     assert feedback.ok, feedback.text
+
+
+def test_the_gradients_averaged_by_the_pipeline_are_right_and_said():
+    """The task does not name the reduction: the SDK's MEAN is accepted (compared with the
+    reference run that averages too), while a learning rate divided by 16 is not."""
+    averaged = functools.partial(code_exercises.solution, reduction_method="mean")
+    feedback = code_exercises.check_pipelined_model(averaged)
+    assert feedback.ok and "with a mean of the gradients" in feedback.text, feedback.text
