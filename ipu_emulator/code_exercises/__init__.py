@@ -226,22 +226,29 @@ def run_attempt(attempt: Callable, *args, hints: Optional[Dict[str, str]] = None
     return ProgramRun(runs, returned, weights, graph)
 
 
-def forward_ops_by_stage(program, graph: tf.Graph):
-    """``(op name, stage)`` for each op of the forward pass of ``program``'s pipelines: not
-    the gradients, nor the weight update's plumbing, nor an optimizer's state (the slots of
-    Momentum or Adam, named after the weight they belong to, made where the optimizer
-    runs)."""
-    state = tuple(variable.op.name for variable in
+def optimizer_state(graph: tf.Graph):
+    """A test of whether an op belongs to an optimizer's state (Momentum's or Adam's slots,
+    an accumulation wrapper's accumulators): those are variables that do not train, named
+    after the weight they belong to, and made where the optimizer runs, so they must not
+    count as the weight's layer."""
+    names = tuple(variable.op.name for variable in
                   graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)
                   if not variable.trainable)
+    return lambda op_name: any(op_name == name or op_name.startswith(name + "/")
+                               for name in names)
+
+
+def forward_ops_by_stage(program, graph: tf.Graph):
+    """``(op name, stage)`` for each op of the forward pass of ``program``'s pipelines: not
+    the gradients, nor the weight update's plumbing, nor an optimizer's state."""
+    is_state = optimizer_state(graph)
     for build in programs.pipelines_of(program):
         for name, stage in build.stage_of_op.items():
             parts = name.split("/")
             if "gradients" in parts or any(part.startswith("update_") for part in parts):
                 continue
-            if any(name == slot or name.startswith(slot + "/") for slot in state):
-                continue
-            yield name, stage
+            if not is_state(name):
+                yield name, stage
 
 
 def sample_digits(count: int):
@@ -265,6 +272,7 @@ def sample_digits(count: int):
 
 cell_runs.install()   # inside a kernel: note which cell defined each function, and how it ran
 
-__all__ = ["CODE_REGISTRY", "IpuGraph", "as_a_fresh_script", "forward_ops_by_stage", "run_attempt",
+__all__ = ["CODE_REGISTRY", "IpuGraph", "as_a_fresh_script", "forward_ops_by_stage",
+           "optimizer_state", "run_attempt",
            "ProgramRun", "sample_digits", "CodeExercise", "LearnerCodeFailed", "code_exercise",
            "learner_error", "not_yet"]

@@ -17,7 +17,8 @@ import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
-from ipu_emulator.code_exercises import as_a_fresh_script, code_exercise, sample_digits
+from ipu_emulator.code_exercises import (as_a_fresh_script, code_exercise, optimizer_state,
+                                         sample_digits)
 from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, mean_variant,
                                                    reference_run, weights_problem)
 from ipu_emulator.code_exercises.weights import WeightWatch
@@ -113,13 +114,15 @@ class _Ran:
         self.forward: Dict[str, Set[int]] = defaultdict(set)
         self.gradients: Dict[str, Set[int]] = defaultdict(set)
         self.optimizer_shards: Set[int] = set()   # where minimize was built
+        is_state = optimizer_state(program.graph)
         for op in program.new_ops:
             layer = layer_of(op.name, LAYERS)
             shard = shards.placed_shard(op, program.device_ordinal)
             parts = op.name.split("/")
             if parts[-2:-1] == ["gradients"] and parts[-1] in ("Shape", "Fill"):
                 self.optimizer_shards.add(shard)   # the seed of the gradients: minimize's
-            if layer is None or shard is None or op.type in ("Const", "NoOp"):
+            if layer is None or shard is None or op.type in ("Const", "NoOp") \
+                    or is_state(op.name):
                 continue
             where = self.gradients if "gradients" in op.name.split("/") else self.forward
             where[layer].add(shard)

@@ -213,7 +213,8 @@ def test_an_error_shows_the_sdks_message_and_a_hint_without_a_traceback():
 # --- 03.keras-steps-per-execution -------------------------------------------------------------
 
 def keras_attempt(drop_remainder=True, steps_per_execution=None, where="compile",
-                  scope="whole", arrays=False, call="fit", learning_rate=0.01):
+                  scope="whole", arrays=False, call="fit", learning_rate=0.01,
+                  spelled="objects"):
     """The Keras program with one thing changed: ``steps_per_execution`` given to ``compile``
     or to ``fit``; ``scope``: the strategy's scope around everything (``"whole"``), only
     around compile and fit (``"compile and fit"``, the model built before it) or nowhere
@@ -226,8 +227,10 @@ def keras_attempt(drop_remainder=True, steps_per_execution=None, where="compile"
         model = make_model() if scope != "whole" else None
         with strategy.scope() if scope != "none" else contextlib.nullcontext():
             model = model or make_model()
-            model.compile(optimizer=tf.keras.optimizers.SGD(learning_rate),
-                          loss="sparse_categorical_crossentropy",
+            model.compile(optimizer=("sgd" if spelled == "strings"   # SGD's default rate: 0.01
+                                     else tf.keras.optimizers.SGD(learning_rate)),
+                          loss=("sparse_categorical_crossentropy" if spelled != "loss object"
+                                else tf.keras.losses.SparseCategoricalCrossentropy()),
                           **(options if where == "compile" else {}))
             fit_options = options if where == "fit" else {}
             if arrays:
@@ -238,6 +241,10 @@ def keras_attempt(drop_remainder=True, steps_per_execution=None, where="compile"
             if call == "half an epoch":
                 return model.fit(dataset.repeat(), epochs=2, steps_per_epoch=20, verbose=0,
                                  **fit_options)
+            if call == "fit, epoch by epoch":
+                for _ in range(2):
+                    history = model.fit(dataset, epochs=1, verbose=0, **fit_options)
+                return history
             return model.fit(dataset, epochs=2, verbose=0, **fit_options)
     return train_keras
 
@@ -285,6 +292,20 @@ def test_the_keras_solution_passes_and_says_what_fit_did():
     assert feedback.text.startswith("Right: fit made 8 engine runs of 10 steps each: 80 steps "
                                     "of whole batches, launched 8 times instead of 80, and the "
                                     "weights ended where the tutorial's fit leaves them.")
+
+
+KERAS_ALTERNATIVES = {
+    "the optimizer named by a string": keras_attempt(steps_per_execution=10, spelled="strings"),
+    "the loss as an object": keras_attempt(steps_per_execution=10, spelled="loss object"),
+    "two calls of fit, one epoch each": keras_attempt(steps_per_execution=10,
+                                                      call="fit, epoch by epoch"),
+}
+
+
+@pytest.mark.parametrize("alternative", KERAS_ALTERNATIVES)
+def test_a_correct_keras_program_written_another_way_is_right(alternative):
+    feedback = code_exercises.check_keras_steps_per_execution(KERAS_ALTERNATIVES[alternative])
+    assert feedback.ok, feedback.text
 
 
 def test_any_divisor_of_the_epoch_passes():
