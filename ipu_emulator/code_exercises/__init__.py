@@ -70,7 +70,7 @@ def learner_error(error: BaseException, hints: Optional[Dict[str, str]] = None) 
     and a hint: the first of ``hints`` whose key appears in the whole message, else one for
     an error Python raised before running anything; no hint that guesses."""
     message = getattr(error, "message", None) or str(error) or type(error).__name__
-    for words, hint in (hints or {}).items():
+    for words, hint in {**(hints or {}), **_MESSAGE_HINTS}.items():
         if words in message:
             break
     else:
@@ -115,6 +115,16 @@ def _learner_line(error: BaseException) -> str:
     where = f"your line {found.lineno}" + (f": `{text}`" if text else "")
     return f" It came from {where}."
 
+
+# Hints for messages any exercise's code can meet (after the exercise's own).
+_MESSAGE_HINTS = {
+    "Mismatch between input types and output types for loop body": (
+        "a loop body returns its loop-carried values first, one for each entry of `inputs`, "
+        "in the same order and types, then its ops (minimize's result, an outfeed's "
+        "enqueue). The message lists what the loop carries, then what your body returned: "
+        "with no inputs, return only ops, minimize's result rather than the loss; to carry a "
+        "running total, start it in inputs=[0.0] and return [total + loss, train_op]."),
+}
 
 _GENERAL_HINTS = {
     "NameError": "a name is not defined in your code: check its spelling, and that the cell "

@@ -51,6 +51,11 @@ TUTORIAL_STAGES = {"flatten": 0, "dense256": 0, "dense128": 0, "dense64": 0, "de
 LAYERS = list(TUTORIAL_STAGES)
 # Hints for the SDK's errors a pipelining attempt can meet, by words of their messages.
 SDK_HINTS = {
+    "required positional argument": "the pipeline calls the first stage with its `inputs` "
+                                    "first, then the infeed's images and labels, and each "
+                                    "later stage with the previous stage's outputs: give the "
+                                    "pipeline inputs=[learning_rate], and return from each "
+                                    "stage what the next one takes (task a).",
     "must be a multiple of": "with two stages the Grouped schedule needs a gradient "
                              "accumulation count that is a multiple of 2 x 2 = 4; step 2 "
                              "accumulated 16 mini-batches, so gradient_accumulation_count=16.",
@@ -332,10 +337,13 @@ def check_pipelined_model(pipelined_model):
         optimizer = f" (with {variant}, which the SDK offers too)"
     return right(f"your program ran as the tutorial's step 3: a Grouped pipeline of two "
                  f"stages, flatten to dense64 on IPU0 and dense32, the logits and the loss on "
-                 f"IPU1. Each sess.run made {REPEAT_COUNT} passes of "
-                 f"{GRADIENT_ACCUMULATION_COUNT} micro-batches, the 64 of step 2's loop, with "
-                 f"one weight update per pass; the mean loss went "
-                 f"{' -> '.join(f'{loss:.3f}' for loss in ran.losses)} over {RUNS} runs. "
+                 f"IPU1. Each sess.run made {pipeline.repeat_count} passes of "
+                 f"{pipeline.gradient_accumulation_count} micro-batches, the "
+                 f"{pipeline.repeat_count * pipeline.gradient_accumulation_count} of step 2's "
+                 f"loop, with {run.weight_updates // max(1, pipeline.repeat_count)} weight update "
+                 f"per pass; the mean loss went "
+                 f"{' -> '.join(f'{loss:.3f}' for loss in ran.losses)} over {len(ran.losses)} "
+                 f"runs. "
                  f"Unlike step 2's shards, each stage's backward pass ran on its own IPU, and "
                  f"both IPUs worked at once on different micro-batches{optimizer}.")
 

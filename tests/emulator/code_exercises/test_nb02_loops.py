@@ -89,6 +89,19 @@ def body_without_the_total(images, labels, steps):
             lambda: ipu.loops.repeat(steps, loop_body, inputs=[0.0], infeed_queue=infeed))
 
 
+def the_loss_returned_nothing_carried(images, labels, steps):
+    """A body that builds the update but returns the loss, with no loop-carried values."""
+    infeed = infeed_of(images, labels)
+
+    def loop_body(images, labels):
+        loss = batch_loss(images, labels)
+        minimize(loss)
+        return loss
+
+    with ipu.scopes.ipu_scope("/device:IPU:0"):
+        ipu.ipu_compiler.compile(lambda: ipu.loops.repeat(steps, loop_body, infeed_queue=infeed))
+
+
 def starting_code():
     namespace = {"tf": v1, "ipu": ipu}
     exec(code_exercises.STARTING_CODE, namespace)  # pylint: disable=exec-used
@@ -112,6 +125,9 @@ WRONG_ATTEMPTS = {
         looped(repeat_count=5, launches=4),
         "4 engine runs (of 5, 5, 5, 5 steps): the loop is on the IPU, but the host"),
     "a repeat of the wrong count": (looped(repeat_count=10), "asked train for 20 steps"),
+    "the loss returned where nothing is carried": (
+        the_loss_returned_nothing_carried,
+        "with no inputs, return only ops, minimize's result rather than the loss"),
     "a body without the loop-carried total": (body_without_the_total,
                                               "the body takes the loop-carried values first"),
     "a program built but never run": (looped(launches=0), "the session never ran it"),

@@ -202,3 +202,17 @@ def test_the_gradients_averaged_by_the_pipeline_are_right_and_said():
     averaged = functools.partial(code_exercises.solution, reduction_method="mean")
     feedback = code_exercises.check_pipelined_model(averaged)
     assert feedback.ok and "with a mean of the gradients" in feedback.text, feedback.text
+
+
+def pipeline_without_its_inputs(learning_rate, infeed, outfeed):
+    """Step 3 with inputs=[learning_rate] left out: stage1 is called without it."""
+    return ipu.pipelining_ops.pipeline(
+        [code_exercises.tutorial_stage1, code_exercises.tutorial_stage2], 16, repeat_count=4,
+        infeed_queue=infeed, outfeed_queue=outfeed, outfeed_loss=True,
+        optimizer_function=lambda lr, loss: ipu.pipelining_ops.OptimizerFunctionOutput(
+            tf.compat.v1.train.GradientDescentOptimizer(lr), loss))
+
+
+def test_the_pipeline_without_its_inputs_gets_the_hint_about_stage_arguments():
+    feedback = code_exercises.check_pipelined_model(pipeline_without_its_inputs)
+    assert not feedback.ok and "give the pipeline inputs=[learning_rate]" in feedback.text
