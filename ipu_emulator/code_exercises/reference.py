@@ -175,6 +175,13 @@ def weights_problem(learner: WeightWatch, reference: WeightWatch, what_ran: str,
     if optimizer_free and optimizer_kinds(learner) != optimizer_kinds(reference):
         return None
     if not compared.same and matched_variant(learner, variants or {}) is None:
+        if 0.8 <= compared.scale <= 1.25:   # as large, pointing elsewhere
+            return not_yet(f"{what_ran}, but the weights ended elsewhere than the tutorial's "
+                           f"program's from the same start: your updates were about as large "
+                           f"but pointed elsewhere, as if the steps saw other batches or "
+                           f"computed another loss. The check feeds both programs the same "
+                           f"batches in the same order: a shuffle, a skipped batch or a "
+                           f"changed layer makes them differ. {elsewhere}")
         return not_yet(f"{what_ran}, but the weights ended elsewhere than the tutorial's "
                        f"program's from the same start, on the same data: your updates were "
                        f"{times(compared.scale)}. {elsewhere}")

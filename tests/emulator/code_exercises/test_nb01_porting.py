@@ -30,7 +30,7 @@ def configure(ipus=1, apply=True):
 
 def ported(drop_remainder=True, ipus=1, apply=True, place="scope", build="compiled",
            returns="both", run="compiled", runs_per_step=1, inputs="batch", give_back=True,
-           initialize="once", learning_rate=0.05):
+           initialize="once", learning_rate=0.05, shuffle=False):
     """Tutorial 1's port as a learner might write it, with one thing changed: where the
     compile call is made (``place``: "scope" or "outside"), what is built (``build``:
     "compiled", "uncompiled" step in the scope, "both" a compiled and a CPU step, "model"
@@ -39,7 +39,8 @@ def ported(drop_remainder=True, ipus=1, apply=True, place="scope", build="compil
     def train(images, labels, steps):
         if ipus is not None:
             configure(ipus, apply)
-        dataset = v1.data.Dataset.from_tensor_slices((images, labels)).repeat()
+        dataset = v1.data.Dataset.from_tensor_slices((images, labels))
+        dataset = (dataset.shuffle(len(images), seed=3) if shuffle else dataset).repeat()
         dataset = dataset.batch(32, drop_remainder=drop_remainder)
         next_batch = v1.data.make_one_shot_iterator(dataset).get_next()
 
@@ -127,6 +128,8 @@ WRONG_ATTEMPTS = {
     "the variables initialized again every step": (
         ported(initialize="every step"), "it initialized the variables 21 times"),
     "a learning rate ten times smaller": (ported(learning_rate=0.005), "times smaller"),
+    "the batches shuffled": (ported(shuffle=True),
+                             "as if the steps saw other batches or computed another loss"),
     "the losses not returned": (ported(give_back=False), "train returned None, not the loss"),
 }
 
