@@ -192,6 +192,13 @@ def check_sharded_step(training_step):
         return not_yet("the gradients of IPU0's layers ran on IPU0. Task b builds the optimizer "
                        "inside ipu_shard(1), with the last layers: the SDK then computes every "
                        "gradient on IPU1, as Graphcore's trace of this step shows.")
+    count = ran.run.gradient_accumulation_count
+    if count != MINI_BATCHES:
+        return not_yet(f"your step ran as the tutorial's step 2, flatten to dense64 on IPU0 and "
+                       f"the rest on IPU1, but its optimizer added up {count} mini-batch"
+                       f"{'es' if count != 1 else ''} per weight update: step 1's, in the "
+                       f"starting code, adds up {MINI_BATCHES}. Keep num_mini_batches="
+                       f"{MINI_BATCHES} (task c: change nothing else).")
     reference = reference_run("07.shard-the-step", lambda: run_step(solution))
     variants = mean_variant(ran.run.gradient_accumulation_reduction, "07.shard-the-step",
                             lambda: run_step(functools.partial(solution,

@@ -254,6 +254,13 @@ def _problem(ran: _Ran, splits: Sequence[str]):
         return not_yet(f"with splits {list(splits)} your stages were {_described(built)}; "
                        f"they should be {_described(wanted)}: each stage runs the layers "
                        f"from one split up to the next (task a).")
+    if pipeline.gradient_accumulation_count != GRADIENT_ACCUMULATION_COUNT:
+        return not_yet(f"with splits {list(splits)} your stages were {_described(wanted)}, but "
+                       f"the pipeline updated the weights every "
+                       f"{pipeline.gradient_accumulation_count} micro-batches: keep the "
+                       f"starting code's gradient_accumulation_count="
+                       f"{GRADIENT_ACCUMULATION_COUNT}, which every split tried divides as the "
+                       f"Grouped schedule needs.")
     if isinstance(ran.outfed, (list, tuple, dict)):
         return not_yet(f"with splits {list(splits)} the outfeed brought back "
                        f"{len(ran.outfed)} values per micro-batch, all of the last stage's "

@@ -88,12 +88,15 @@ PORTS = {
 
 # --- 02: the loop on the device ------------------------------------------------------------
 
-def looped(kind="repeat", carried=True, configure_in_train=False):
+def looped(kind="repeat", carried=True, configure_in_train=False, start=0.0, feed_name=None,
+           compiled_with="no inputs", init_order="infeed first"):
     def train(images, labels, steps):
         if configure_in_train:
-            configure(1)
+            configure(1, legacy=configure_in_train == "legacy")
         dataset = v1.data.Dataset.from_tensor_slices((images, labels)).repeat()
-        infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(dataset.batch(32, drop_remainder=True))
+        named = {} if feed_name is None else {"feed_name": feed_name}
+        infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(dataset.batch(32, drop_remainder=True),
+                                                     **named)
 
         def body(*args):
             *carried_values, images, labels = args
@@ -108,14 +111,20 @@ def looped(kind="repeat", carried=True, configure_in_train=False):
             if kind == "while_loop":
                 return ipu.loops.while_loop(lambda count: count < steps, body,
                                             inputs=[tf.constant(0)], infeed_queue=infeed)
-            return ipu.loops.repeat(steps, body, inputs=[0.0] if carried else [],
+            first = tf.constant(0.0) if start == "a tensor" else start
+            return ipu.loops.repeat(n=steps, body=body, inputs=[first] if carried else [],
                                     infeed_queue=infeed)
 
         with ipu.scopes.ipu_scope("/device:IPU:0"):
-            program = ipu.ipu_compiler.compile(all_steps, inputs=[])
+            program = (ipu.ipu_compiler.compile(all_steps, inputs=[])
+                       if compiled_with == "no inputs" else
+                       ipu.ipu_compiler.compile(lambda: all_steps()))
         with v1.Session() as session:
-            session.run(infeed.initializer)
-            session.run(v1.global_variables_initializer())
+            first, then = (infeed.initializer, v1.global_variables_initializer())
+            if init_order != "infeed first":
+                first, then = then, first
+            session.run(first)
+            session.run(then)
             session.run(program)
     return train
 
@@ -125,6 +134,11 @@ LOOPS = {
     "repeat with nothing carried": looped(carried=False),
     "a while_loop counting the steps": looped(kind="while_loop"),
     "the device configured again inside train": looped(configure_in_train=True),
+    "configured again with the legacy functions": looped(configure_in_train="legacy"),
+    "the running total started as a tensor": looped(start="a tensor"),
+    "the infeed given a feed_name": looped(feed_name="training_infeed"),
+    "the loop compiled through a lambda": looped(compiled_with="lambda"),
+    "the variables initialized before the infeed": looped(init_order="variables first"),
     "the reference solution itself": nb02_loops.solution,
 }
 
@@ -132,8 +146,12 @@ LOOPS = {
 
 # --- 06: accumulation ----------------------------------------------------------------------
 
-def accumulating(wrapper="V2", positional=False, reduction=None):
+def accumulating(wrapper="V2", positional=False, reduction=None, optimizer_made="in the step",
+                 configure_again=False):
     def train(images, labels, runs):
+        if configure_again:
+            configure(1)
+        made_once = v1.train.GradientDescentOptimizer(0.01)
         dataset = v1.data.Dataset.from_tensor_slices((images, labels)).repeat()
         infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(dataset.batch(32, drop_remainder=True))
 
@@ -141,7 +159,8 @@ def accumulating(wrapper="V2", positional=False, reduction=None):
             loss = model_loss(images, labels)
             wrap = {"V2": ipu.optimizers.GradientAccumulationOptimizerV2,
                     "V1": ipu.optimizers.GradientAccumulationOptimizer}[wrapper]
-            plain = v1.train.GradientDescentOptimizer(0.01)
+            plain = (made_once if optimizer_made == "once, outside"
+                     else v1.train.GradientDescentOptimizer(0.01))
             named = {} if reduction is None else {"reduction_method": reduction}
             optimizer = (wrap(plain, 16, **named) if positional
                          else wrap(plain, num_mini_batches=16, **named))
@@ -162,6 +181,9 @@ ACCUMULATIONS = {
     "the V2 wrapper, num_mini_batches by keyword": accumulating(),
     "the V2 wrapper, the count positional": accumulating(positional=True),
     "the V1 wrapper": accumulating(wrapper="V1"),
+    "the V1 wrapper, the count positional": accumulating(wrapper="V1", positional=True),
+    "the plain optimizer made outside the step": accumulating(optimizer_made="once, outside"),
+    "the device configured again inside train": accumulating(configure_again=True),
     "the gradients averaged (MEAN), as the SDK offers": accumulating(
         reduction=ipu.optimizers.GradientAccumulationReductionMethod.MEAN),
     "the gradients averaged as they come (RUNNING_MEAN)": accumulating(reduction="running_mean"),
@@ -172,12 +194,16 @@ ACCUMULATIONS = {
 
 # --- 05: replication -----------------------------------------------------------------------
 
-def replicated(average="optimizer"):
+def replicated(average="optimizer", configure_first=False, legacy=False, named_feeds=True,
+               give_back="dequeued"):
     def train(images, labels, steps):
+        if configure_first:
+            configure(2, legacy)
         dataset = v1.data.Dataset.from_tensor_slices((images, labels)).repeat()
+        names = ({"feed_name": "in"}, {"feed_name": "out"}) if named_feeds else ({}, {})
         infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(dataset.batch(32, drop_remainder=True),
-                                                     feed_name="in", replication_factor=2)
-        outfeed = ipu.ipu_outfeed_queue.IPUOutfeedQueue(feed_name="out", replication_factor=2)
+                                                     replication_factor=2, **names[0])
+        outfeed = ipu.ipu_outfeed_queue.IPUOutfeedQueue(replication_factor=2, **names[1])
 
         def training_step(images, labels):
             loss = model_loss(images, labels)
@@ -195,18 +221,25 @@ def replicated(average="optimizer"):
             program = ipu.ipu_compiler.compile(
                 lambda: ipu.loops.repeat(steps, training_step, infeed_queue=infeed))
         read = outfeed.dequeue()
-        configure(2)
+        if not configure_first:
+            configure(2, legacy)
         with v1.Session() as session:
             session.run(v1.global_variables_initializer())
             session.run(infeed.initializer)
             session.run(program)
-            return session.run(read)
+            losses = session.run(read)
+        return list(losses) if give_back == "a list" else losses
     return train
 
 
 REPLICATIONS = {
     "CrossReplicaOptimizer": replicated(),
     "the mean across replicas written by hand": replicated(average="by hand"),
+    "the device configured before building": replicated(configure_first=True),
+    "the legacy configuration functions": replicated(legacy=True),
+    "legacy functions, configured first": replicated(configure_first=True, legacy=True),
+    "queues without feed names": replicated(named_feeds=False),
+    "the losses returned as a list": replicated(give_back="a list"),
     "the reference solution itself": nb05_replication.solution,
 }
 

@@ -19,7 +19,13 @@ v1 = tf.compat.v1
 
 # --- 07: the step in two shards ------------------------------------------------------------
 
-def sharded(flatten="reshape", wrapper="V2", reduction=None, scope_names=True, shard="scopes"):
+def sharded(flatten="reshape", wrapper="V2", reduction=None, scope_names=True, shard="scopes",
+            dense="keras"):
+    def layer(width, activations):
+        if dense == "v1 layers":
+            return v1.layers.dense(activations, width, activation=tf.nn.relu)
+        return tf.keras.layers.Dense(width, activation="relu")(activations)
+
     def training_step(learning_rate, images, labels):
         with ipu.scopes.ipu_shard(0) if shard == "scopes" else ipu.scopes.ipu_shard(index=0):
             with v1.variable_scope("flatten"):
@@ -27,7 +33,7 @@ def sharded(flatten="reshape", wrapper="V2", reduction=None, scope_names=True, s
                                else tf.keras.layers.Flatten()(images))
             for name, width in (("dense256", 256), ("dense128", 128), ("dense64", 64)):
                 with v1.variable_scope(name):
-                    activations = tf.keras.layers.Dense(width, activation="relu")(activations)
+                    activations = layer(width, activations)
         with ipu.scopes.ipu_shard(1):
             loss = nb07_sharding.last_layers(activations, labels)
             wrap = {"V2": ipu.optimizers.GradientAccumulationOptimizerV2,
@@ -55,6 +61,10 @@ SHARDED = {
     "the gradients averaged (MEAN)": sharded(reduction="mean"),
     "the optimizer outside a variable scope": sharded(scope_names=False),
     "the shard index by keyword": sharded(shard="keyword"),
+    "tf.compat.v1.layers.dense for the first layers": sharded(dense="v1 layers"),
+    "the gradients averaged as they come (RUNNING_MEAN)": sharded(reduction="running_mean"),
+    "Flatten, V1, outside a variable scope": sharded(flatten="layer", wrapper="V1",
+                                                     scope_names=False),
     "the reference solution itself": nb07_sharding.solution,
 }
 
@@ -95,7 +105,7 @@ PIPELINED = {
 
 # --- 11: stages from splits ----------------------------------------------------------------
 
-def from_splits(style="closure"):
+def from_splits(style="closure", resource=True, schedule="Grouped"):
     def pipeline_for_splits(layers, splits, learning_rate, infeed, outfeed):
         names = [layer.name for layer in layers]
         cuts = [0] + [names.index(split) for split in splits] + [len(layers)]
@@ -103,7 +113,7 @@ def from_splits(style="closure"):
 
         def run_piece(k, piece, *args):
             for layer in piece:
-                with v1.variable_scope(f"stage{k}_{layer.name}", use_resource=True):
+                with v1.variable_scope(f"stage{k}_{layer.name}", use_resource=resource):
                     args = layer.function(*args)
             return args
 
@@ -122,12 +132,16 @@ def from_splits(style="closure"):
                       for k, piece in enumerate(pieces)]
         elif style == "partial":
             stages = [functools.partial(run_piece, k, piece) for k, piece in enumerate(pieces)]
+        elif style == "generator":
+            stages = list(functools.partial(run_piece, k, piece)
+                          for k, piece in zip(range(len(pieces)), pieces))
         else:
             stages = [Stage(k, piece) for k, piece in enumerate(pieces)]
         return ipu.pipelining_ops.pipeline(
             stages, 16, inputs=[learning_rate], infeed_queue=infeed, outfeed_queue=outfeed,
             optimizer_function=nb11_configurable_stages.optimizer_function,
-            pipeline_schedule=ipu.pipelining_ops.PipelineSchedule.Grouped, outfeed_loss=True)
+            pipeline_schedule=getattr(ipu.pipelining_ops.PipelineSchedule, schedule),
+            outfeed_loss=True)
     return pipeline_for_splits
 
 
@@ -136,6 +150,8 @@ FROM_SPLITS = {
     "stages bound by default arguments": from_splits("default arguments"),
     "stages as functools.partial": from_splits("partial"),
     "stages as callable objects": from_splits("class"),
+    "stages from a generator": from_splits("generator"),
+    "the scopes without use_resource (resource variables anyway)": from_splits(resource=False),
     "the reference solution itself": nb11_configurable_stages.solution,
 }
 
@@ -170,6 +186,9 @@ FITTED = {
     "the legacy configuration functions": (configure(legacy=True), fitted()),
     "the accumulators' type as NumPy's float16": (configure(), fitted(dtype=np.float16)),
     "offload_activations=False said outright": (configure(), fitted(offload_activations=False)),
+    "the options passed as a dict": (configure(), fitted(**{})),
+    "offload_activations=None said outright": (configure(), fitted(offload_activations=None)),
+    "the accumulators' type as the string 'float16'": (configure(), fitted(dtype="float16")),
     "recomputation_mode Auto, the system not allowing it": (
         configure(), fitted(recomputation_mode=ipu.pipelining_ops.RecomputationMode.Auto)),
     "the reference solution itself": nb12_memory.SOLUTION,

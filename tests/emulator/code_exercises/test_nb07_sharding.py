@@ -16,7 +16,7 @@ MINI_BATCHES = code_exercises.MINI_BATCHES
 
 
 def step(first_shard, second_shard, split_at="dense32", optimizer_shard="second",
-         colocate=False, loss_scale=1.0):
+         colocate=False, loss_scale=1.0, count=MINI_BATCHES):
     """A training step as a learner might write it: ``first_shard``/``second_shard`` are
     the scopes of the two halves, the split names the first layer of the second half, and
     the optimizer is built in the second half or (``None``) after both."""
@@ -41,18 +41,18 @@ def step(first_shard, second_shard, split_at="dense32", optimizer_shard="second"
                 loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
                     labels=labels, logits=logits))
             if optimizer_shard == "second":
-                train_op = minimize(learning_rate, loss * loss_scale, colocate)
+                train_op = minimize(learning_rate, loss * loss_scale, colocate, count)
         if optimizer_shard is None:
-            train_op = minimize(learning_rate, loss * loss_scale, colocate)
+            train_op = minimize(learning_rate, loss * loss_scale, colocate, count)
         return learning_rate, train_op
     return training_step
 
 
-def minimize(learning_rate, loss, colocate=False):
+def minimize(learning_rate, loss, colocate=False, count=MINI_BATCHES):
     with tf.compat.v1.variable_scope("optimizer"):
         return ipu.optimizers.GradientAccumulationOptimizerV2(
             tf.compat.v1.train.GradientDescentOptimizer(learning_rate),
-            num_mini_batches=MINI_BATCHES).minimize(loss, colocate_gradients_with_ops=colocate)
+            num_mini_batches=count).minimize(loss, colocate_gradients_with_ops=colocate)
 
 
 class NoScope:
@@ -82,6 +82,10 @@ WRONG_ATTEMPTS = {
         step(shard(0), shard(1), colocate=True), "colocate_gradients_with_ops=True"),
     "half the loss minimized": (step(shard(0), shard(1), loss_scale=0.5),
                                 "your updates were half as large"),
+    "num_mini_batches=8 instead of step 1's 16": (step(shard(0), shard(1), count=8),
+                                                  "added up 8 mini-batches per weight update"),
+    "the split one layer early": (step(shard(0), shard(1), split_at="dense64"),
+                                  "dense64 ran on IPU1"),
     "a third shard index on two IPUs": (
         step(shard(0), shard(2)),
         "InternalError: Trying to compile a graph for an IPU device with 2 IPUs and 4 shards. "

@@ -89,6 +89,9 @@ WRONG_ATTEMPTS = {
                                    "every stage sees the last piece"),
     "no stage<k>_<layer> scopes": (lambda: pipeline(without_scopes),
                                    "no layer of your stages was built in a"),
+    "a count of 8 micro-batches per update": (
+        lambda: pipeline(cut_at_the_splits, accumulation_count=8),
+        "the pipeline updated the weights every 8 micro-batches"),
     "outfeed_loss left out": (lambda: pipeline(cut_at_the_splits, outfeed_loss=False),
                               "keep outfeed_loss=True in the pipeline, so that it sends"),
     "the optimizer given a tenth of the learning rate": (
