@@ -7,8 +7,9 @@ code they run, looks at every output, runs every cell and does every exercise.
 
 No person was timed.  The reader's pace is stated here, so an instructor can scale it:
 
-* prose (markdown, and comments in code): 150 words a minute, a careful pace for technical
-  text (light reading runs at 200-250);
+* prose (markdown, comments in code, and the markdown a code cell renders from its run's
+  values): 150 words a minute, a careful pace for technical text (light reading runs at
+  200-250);
 * code (what a learner sees of it: cells whose source is hidden are not read): 10 lines a
   minute;
 * outputs: 20 lines of printed text a minute, and 30 seconds for each figure;
@@ -91,12 +92,21 @@ def _changed_lines(starting: str, solution: str) -> int:
     return sum(1 for line in diff if line[:1] in "+-" and line[2:].strip())
 
 
+def _rendered_prose(cell) -> str:
+    """Prose a code cell renders (``display(Markdown(...))``: written from the run's values),
+    read as the notebook's other prose is."""
+    return " ".join(_text(output.get("data", {}).get("text/markdown"))
+                    for output in cell.get("outputs", []))
+
+
 def _output_cost(cell) -> float:
     lines, figures = 0, 0
     for output in cell.get("outputs", []):
         data = output.get("data", {})
         if any(kind in data for kind in FIGURE_TYPES) or "application/vnd.jupyter.widget-view+json" in data:
             figures += 1
+        elif "text/markdown" in data:
+            continue   # prose: counted by _rendered_prose
         else:
             lines += len((_text(output.get("text")) or _text(data.get("text/plain"))).splitlines())
     return lines / OUTPUT_LINES_PER_MINUTE + figures * MINUTES_PER_FIGURE
@@ -115,6 +125,7 @@ def minutes_for(path: Path) -> Minutes:
             continue
         running += _seconds_running(cell) / 60
         outputs += _output_cost(cell)
+        prose_words += _words(_rendered_prose(cell))
         if "code-exercise" in cell.get("metadata", {}).get("tags", []):
             solution_cell = cells[index + 2] if index + 2 < len(cells) else {"source": ""}
             solutions = FENCED.findall(_text(solution_cell["source"]))
