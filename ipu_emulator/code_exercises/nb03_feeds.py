@@ -23,6 +23,8 @@ The learner's code uses the notebook's ``make_model``, ``make_optimizer`` and
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import re
 
 import numpy as np
@@ -231,11 +233,32 @@ def _without_values(error: BaseException) -> BaseException:
 
 
 def run_training(train):
-    """``train(dataset, STEPS)`` on batches of 32 sample digits, repeated: the record and the
-    losses ``train`` returned."""
+    """``train(dataset, STEPS)`` on batches of 32 sample digits, repeated: the record, the
+    losses ``train`` returned, the weights and how many times it dequeued an outfeed."""
     images, labels = sample_digits(20 * BATCH_SIZE)
     dataset = tf.data.Dataset.from_tensor_slices((images, labels)).repeat()
-    return _run(train, dataset.batch(BATCH_SIZE, drop_remainder=True), STEPS)
+    with _counting_dequeues() as dequeues:
+        runs, returned, weights = _run(train, dataset.batch(BATCH_SIZE, drop_remainder=True),
+                                       STEPS)
+    return runs, returned, weights, dequeues[0]
+
+
+@contextlib.contextmanager
+def _counting_dequeues():
+    """Inside: every ``IPUOutfeedQueue.dequeue`` call counted (yields a one-item list)."""
+    counted = [0]
+    original = ipu_outfeed_queue.IPUOutfeedQueue.dequeue
+
+    @functools.wraps(original)
+    def dequeue(queue, *args, **kwargs):
+        counted[0] += 1
+        return original(queue, *args, **kwargs)
+
+    ipu_outfeed_queue.IPUOutfeedQueue.dequeue = dequeue
+    try:
+        yield counted
+    finally:
+        ipu_outfeed_queue.IPUOutfeedQueue.dequeue = original
 
 
 def run_keras_training(train_keras):
@@ -266,6 +289,10 @@ def _count_returned(returned):
         return None
 
 
+def _dequeues(count: int) -> str:
+    return "one dequeue" if count == 1 else f"{count} dequeues"
+
+
 @code_exercise("03.outfeed-loop", solution=solution)
 def check_outfeed_loop(train):
     """``train(dataset, steps)``: ``steps`` training steps in engine runs of
@@ -274,7 +301,7 @@ def check_outfeed_loop(train):
     if not callable(train):
         return not_yet("pass the function itself, without calling it: "
                        "check_outfeed_loop(train).")
-    runs, returned, weights = run_training(train)
+    runs, returned, weights, dequeues = run_training(train)
     if runs.engine_runs == 0:
         return not_yet("your train function ran no IPU program: call strategy.run on your "
                        "tf.function inside the strategy's scope (task d).")
@@ -326,7 +353,7 @@ def check_outfeed_loop(train):
         return not_yet(f"your program made {shape} and the outfeed received all {STEPS} "
                        f"losses, but train returned {returned_count}. Each dequeue empties "
                        f"the outfeed: dequeue once, after all the runs (task d).")
-    _, reference_returned, reference_weights = reference_run(
+    _, reference_returned, reference_weights, _ = reference_run(
         "03.outfeed-loop", lambda: run_training(solution))
     problem = weights_problem(
         weights, reference_weights,
@@ -343,8 +370,8 @@ def check_outfeed_loop(train):
                        f"losses, but train returned {STEPS} other values: return what "
                        f"outfeed.dequeue() gives, after all the runs (task d).")
     return right(f"{shape}, each taking its batches from the infeed and sending every loss "
-                 f"through the outfeed; one dequeue brought back all {STEPS}, the losses of "
-                 f"the tutorial's program. The host launched the program {len(counts)} times "
+                 f"through the outfeed; {_dequeues(dequeues)} brought back all {STEPS}, the "
+                 f"losses of the tutorial's program. The host launched the program {len(counts)} times "
                  f"instead of {STEPS}: on an IPU each launch costs about a millisecond, which "
                  f"the sections below measure.")
 

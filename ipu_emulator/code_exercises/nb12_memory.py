@@ -221,6 +221,15 @@ def check_fits_in_memory(configure_ipus, pipelined_model=None):
     if run.pipeline is None:
         return not_yet("your program ran no pipeline: pipelined_model must return what "
                        "ipu.pipelining_ops.pipeline(...) returns.")
+    settings = run.pipeline
+    if (settings.gradient_accumulation_count, settings.repeat_count) != (
+            GRADIENT_ACCUMULATION_COUNT, REPEAT_COUNT):
+        return not_yet(f"your pipeline ran {settings.repeat_count} passes of "
+                       f"{settings.gradient_accumulation_count} micro-batches; the notebook's "
+                       f"runs {REPEAT_COUNT} of {GRADIENT_ACCUMULATION_COUNT}. The exercise "
+                       f"fits the same training in memory: keep "
+                       f"gradient_accumulation_count={GRADIENT_ACCUMULATION_COUNT} and "
+                       f"repeat_count={REPEAT_COUNT}, and change only the memory options.")
     _, reference_losses, reference_weights = _reference()
     kinds, wanted = optimizer_kinds(weights), optimizer_kinds(reference_weights)
     if kinds != wanted:

@@ -29,6 +29,17 @@ def configure_for_recomputation():
     config.configure_ipu_system()
 
 
+def counted(count, repeats):
+    """The solution's options on a pipeline of other counts."""
+    def pipelined_model(infeed, outfeed):
+        return ipu.pipelining_ops.pipeline(
+            [code_exercises.stage1, code_exercises.stage2], gradient_accumulation_count=count,
+            repeat_count=repeats, infeed_queue=infeed, outfeed_queue=outfeed,
+            optimizer_function=code_exercises.optimizer_function, outfeed_loss=True,
+            offload_weight_update_variables=True, gradient_accumulation_dtype=tf.float16)
+    return pipelined_model
+
+
 def plain_sgd(loss):
     return ipu.pipelining_ops.OptimizerFunctionOutput(
         tf.compat.v1.train.GradientDescentOptimizer(code_exercises.LEARNING_RATE), loss)
@@ -94,6 +105,8 @@ WRONG_ATTEMPTS = {
         lambda: (configure_plainly, pipeline(offload_weights=True,
                                              gradient_accumulation_dtype=tf.float16)),
         "You passed offload_weights=True"),
+    "gradient_accumulation_count=8": (lambda: (configure_plainly, counted(8, 2)),
+                                      "your pipeline ran 2 passes of 8 micro-batches"),
     "offloading set on the IPU configuration": (
         lambda: (offload_in_the_config, pipeline()),
         "ValueError: 'offload_weight_update_variables' is not a valid attribute of this "

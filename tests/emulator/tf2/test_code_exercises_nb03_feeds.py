@@ -75,6 +75,9 @@ def looped(steps_per_execution=10, send="every step", dequeue="once", infeed=Tru
                                     args=[fed, losses, model, optimizer, steps_per_execution])
                 if dequeue == "each run":
                     returned = losses.dequeue()
+                elif dequeue == "each run, all kept":
+                    returned = tf.concat([returned, losses.dequeue()], 0) \
+                        if returned is not None else losses.dequeue()
                 elif send == "never":
                     returned = (returned or []) + [last]
             if dequeue == "once":
@@ -190,6 +193,11 @@ def test_the_solution_passes_and_says_what_ran():
 def test_the_tutorials_own_spelling_experimental_compile_passes():
     feedback = code_exercises.check_outfeed_loop(looped(compile_flag="experimental_compile"))
     assert feedback.ok, feedback.text
+
+
+def test_a_dequeue_after_every_run_keeping_them_all_is_right_and_said():
+    feedback = code_exercises.check_outfeed_loop(looped(dequeue="each run, all kept"))
+    assert feedback.ok and "6 dequeues brought back all 60" in feedback.text, feedback.text
 
 
 def test_any_steps_per_execution_that_divides_the_steps_passes():
