@@ -27,6 +27,7 @@ from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, reference_r
                                                    weights_problem)
 from ipu_emulator.code_exercises.weights import WeightWatch
 from ipu_emulator.code_exercises.wording import engine_runs as _runs, kind_of as _what
+from ipu_emulator.code_exercises.wording import other_batch
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import config, ipu_compiler, scopes
 from ipu_emulator.runtime import configured_system, ipu_backend
@@ -239,6 +240,10 @@ def check_port(train):
                        f"returned {_what(ran.returned)}, not the loss of each step: "
                        f"keep the starting code's list, append each step's loss and "
                        f"`return losses`.")
+    problem = other_batch(shapes[0].as_list()[0] if shapes and shapes[0].rank else BATCH_SIZE,
+                          BATCH_SIZE, f"your program made {STEPS} engine runs, one per step")
+    if problem is not None:
+        return problem
     reference = reference_run("01.port-the-model", lambda: run_training(solution))
     problem = weights_problem(
         ran.weights, reference.weights, f"your program made {STEPS} engine runs, one per step",

@@ -18,7 +18,9 @@ import tensorflow as tf
 from ipu_emulator.code_exercises import (IpuGraph, ProgramRun, code_exercise, run_attempt,
                                          sample_digits)
 from ipu_emulator.code_exercises.reference import NEVER_RUN_UPDATE, reference_run, weights_problem
-from ipu_emulator.code_exercises.wording import engine_runs as _runs, steps as _iterations
+from ipu_emulator.code_exercises.wording import engine_runs as _runs
+from ipu_emulator.code_exercises.wording import images_per_batch, other_batch
+from ipu_emulator.code_exercises.wording import steps as _iterations
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import ipu_compiler, ipu_infeed_queue, loops, scopes
 
@@ -144,6 +146,10 @@ def check_loop_on_device(train):
         return not_yet(f"your program made one engine run of {_iterations(run.iterations)}, "
                        f"fed by the infeed, but the check asked train for {STEPS} steps: "
                        f"repeat's count is train's `steps` argument.")
+    problem = other_batch(images_per_batch(run.infeed_bytes_per_iteration), BATCH_SIZE,
+                          f"your program made one engine run of {STEPS} steps fed by the infeed")
+    if problem is not None:
+        return problem
     reference = reference_run("02.loop-on-device", lambda: run_training(solution))
     problem = weights_problem(
         ran.weights, reference.weights,
@@ -156,17 +162,12 @@ def check_loop_on_device(train):
         return problem
     return right(f"one engine run of {run.iterations} iterations, fed by the infeed: each "
                  f"iteration took the next batch from it ({run.infeed_bytes_per_iteration:,} "
-                 f"bytes: {_batch(run)} images and their labels), so the host launched the "
-                 f"program once instead of {run.iterations} times, and the weights ended where "
+                 f"bytes: {images_per_batch(run.infeed_bytes_per_iteration)} images and their "
+                 f"labels), so the host launched the program once instead of "
+                 f"{run.iterations} times, and the weights ended where "
                  f"the tutorial's program leaves them. On an IPU system each launch costs "
                  f"about a millisecond, longer than a step of this model: the sections below "
                  f"measure it.")
-
-
-def _batch(run) -> int:
-    """Images per batch, from the bytes the infeed gave each step (28 x 28 float32 images,
-    an int32 label each)."""
-    return run.infeed_bytes_per_iteration // (28 * 28 * 4 + 4)
 
 
 __all__ = ["check_loop_on_device", "solution", "run_training", "STARTING_CODE"]

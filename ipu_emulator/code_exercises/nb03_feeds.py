@@ -371,9 +371,9 @@ def check_outfeed_loop(train):
                        f"outfeed.dequeue() gives, after all the runs (task d).")
     return right(f"{shape}, each taking its batches from the infeed and sending every loss "
                  f"through the outfeed; {_dequeues(dequeues)} brought back all {STEPS}, the "
-                 f"losses of the tutorial's program. The host launched the program {len(counts)} times "
-                 f"instead of {STEPS}: on an IPU each launch costs about a millisecond, which "
-                 f"the sections below measure.")
+                 f"losses of the tutorial's program. The host launched the program "
+                 f"{len(counts)} times instead of {STEPS}: on an IPU each launch costs about "
+                 f"a millisecond, which the sections below measure.")
 
 
 @code_exercise("03.keras-steps-per-execution", solution=keras_solution)

@@ -24,7 +24,8 @@ from ipu_emulator.code_exercises import (LearnerCodeFailed, ProgramRun, code_exe
                                          learner_error, run_attempt, sample_digits)
 from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, reference_run, same_values,
                                                    weights_problem)
-from ipu_emulator.code_exercises.wording import engine_runs as _runs, kind_of
+from ipu_emulator.code_exercises.wording import (engine_runs as _runs, images_per_batch, kind_of,
+                                                 other_batch)
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue, loops,
                               optimizers, scopes)
@@ -216,6 +217,10 @@ def check_replicated_training(train):
                        f"the model's gradients are {gradient_bytes:,} bytes, so the replicas "
                        f"still applied updates of their own and drifted apart. Wrap the "
                        f"optimizer itself in ipu.optimizers.CrossReplicaOptimizer (task c).")
+    problem = other_batch(images_per_batch(run.infeed_bytes_per_iteration), BATCH_SIZE,
+                          f"your {run.replicas} replicas all-reduced their gradients")
+    if problem is not None:
+        return problem
     reference = reference_run("05.replicate", lambda: run_training(solution))
     problem = weights_problem(
         ran.weights, reference.weights, f"your {run.replicas} replicas all-reduced their gradients",
@@ -236,7 +241,7 @@ def check_replicated_training(train):
             " (your queues were not told replication_factor: from SDK 2.1 the SDK reads it "
             "from the device and ignores the argument, but the tutorial's SDK needs it on "
             "both queues)")
-    batch = run.infeed_bytes_per_iteration // (28 * 28 * 4 + 4)
+    batch = images_per_batch(run.infeed_bytes_per_iteration)
     return right(f"your program ran as {run.replicas} replicas on a device of {run.num_ipus} "
                  f"IPUs, in one engine run of {run.iterations} steps{told}. At every step each "
                  f"replica took its own mini-batch from the infeed ({taken} in all, "

@@ -22,6 +22,7 @@ from ipu_emulator.code_exercises import ProgramRun, code_exercise, run_attempt, 
 from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, matched_variant,
                                                    mean_variant, reference_run, same_weights,
                                                    weights_problem)
+from ipu_emulator.code_exercises.wording import images_per_batch, other_batch
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import ipu_compiler, ipu_infeed_queue, loops, optimizers, scopes
 from ipu_emulator.ipu.gradient_accumulation import GradientAccumulationReductionMethod
@@ -176,6 +177,11 @@ def check_accumulating_training(train):
                        f"the weights {_times(run.weight_updates)}. Task b: "
                        f"{UPDATES_PER_RUN} updates per run, a loop of {UPDATES_PER_RUN} x "
                        f"{NUM_MINI_BATCHES} = {MINI_BATCHES_PER_RUN} mini-batches.")
+    problem = other_batch(images_per_batch(run.infeed_bytes_per_iteration), BATCH_SIZE,
+                          f"each run made {_mini_batches(run.iterations)} and the optimizer "
+                          f"added up {NUM_MINI_BATCHES} per update")
+    if problem is not None:
+        return problem
     reference = reference_run("06.accumulate", lambda: run_training(solution))
     variants = mean_variant(run.gradient_accumulation_reduction, "06.accumulate",
                             lambda: run_training(functools.partial(solution,
@@ -191,7 +197,7 @@ def check_accumulating_training(train):
         f"loss unchanged.", variants=variants)
     if problem is not None:
         return problem
-    batch = run.infeed_bytes_per_iteration // (28 * 28 * 4 + 4)
+    batch = images_per_batch(run.infeed_bytes_per_iteration)
     return right(f"{runs.engine_runs} engine runs of {run.iterations} mini-batches each, and "
                  f"the optimizer added up {count} of them per update: each run changed the "
                  f"weights {_times(run.weight_updates)} ({updates} in all, instead of "

@@ -30,7 +30,7 @@ def configure(ipus=1, apply=True):
 
 def ported(drop_remainder=True, ipus=1, apply=True, place="scope", build="compiled",
            returns="both", run="compiled", runs_per_step=1, inputs="batch", give_back=True,
-           initialize="once", learning_rate=0.05, shuffle=False):
+           initialize="once", learning_rate=0.05, shuffle=False, batch=32):
     """Tutorial 1's port as a learner might write it, with one thing changed: where the
     compile call is made (``place``: "scope" or "outside"), what is built (``build``:
     "compiled", "uncompiled" step in the scope, "both" a compiled and a CPU step, "model"
@@ -41,7 +41,7 @@ def ported(drop_remainder=True, ipus=1, apply=True, place="scope", build="compil
             configure(ipus, apply)
         dataset = v1.data.Dataset.from_tensor_slices((images, labels))
         dataset = (dataset.shuffle(len(images), seed=3) if shuffle else dataset).repeat()
-        dataset = dataset.batch(32, drop_remainder=drop_remainder)
+        dataset = dataset.batch(batch, drop_remainder=drop_remainder)
         next_batch = v1.data.make_one_shot_iterator(dataset).get_next()
 
         def training_step(images, labels):
@@ -128,6 +128,7 @@ WRONG_ATTEMPTS = {
     "the variables initialized again every step": (
         ported(initialize="every step"), "it initialized the variables 21 times"),
     "a learning rate ten times smaller": (ported(learning_rate=0.005), "times smaller"),
+    "batches of 64": (ported(batch=64), "each step took 64 images where the starting code's"),
     "the batches shuffled": (ported(shuffle=True),
                              "as if the steps saw other batches or computed another loss"),
     "the losses not returned": (ported(give_back=False), "train returned None, not the loss"),

@@ -27,18 +27,18 @@ def minimize(loss):
     return v1.train.GradientDescentOptimizer(0.05).minimize(loss)
 
 
-def infeed_of(images, labels, drop_remainder=True):
+def infeed_of(images, labels, drop_remainder=True, batch=32):
     dataset = v1.data.Dataset.from_tensor_slices((images, labels)).repeat()
     return ipu.ipu_infeed_queue.IPUInfeedQueue(
-        dataset.batch(32, drop_remainder=drop_remainder))
+        dataset.batch(batch, drop_remainder=drop_remainder))
 
 
 def looped(drop_remainder=True, initialize=True, repeat_count=None, launches=1,
-           compiled=True):
+           compiled=True, batch=32):
     """The tutorial's program as a learner might write it: ``launches`` sess.runs of a repeat
     of ``repeat_count`` steps (all of them by default), fed by an infeed."""
     def train(images, labels, steps):
-        infeed = infeed_of(images, labels, drop_remainder)
+        infeed = infeed_of(images, labels, drop_remainder, batch)
 
         def loop_body(total_loss, images, labels):
             loss = batch_loss(images, labels)
@@ -130,6 +130,7 @@ WRONG_ATTEMPTS = {
         "with no inputs, return only ops, minimize's result rather than the loss"),
     "a body without the loop-carried total": (body_without_the_total,
                                               "the body takes the loop-carried values first"),
+    "batches of 16": (looped(batch=16), "each step took 16 images where the starting code's"),
     "a program built but never run": (looped(launches=0), "the session never ran it"),
     "the loop built in ipu_scope, never compiled": (
         looped(compiled=False), "your loop was built inside ipu_scope but not compiled"),
