@@ -208,7 +208,11 @@ def lab_server_settings(environment):
     code = (ROOT / "jupyter" / "jupyter_server_config.py").read_text()
     with pytest.MonkeyPatch.context() as patch:
         for name in ("JUPYTERHUB_SERVICE_PREFIX", "TENSORBOARD_PROXY_URL"):
-            patch.delenv(name, raising=False)
+            # setenv first records the variable as it was (even unset), so that leaving the
+            # context restores it: the config sets TENSORBOARD_PROXY_URL itself, and a value
+            # left behind would reach `make lab` in a later test of this process.
+            patch.setenv(name, "")
+            patch.delenv(name)
         for name, value in environment.items():
             patch.setenv(name, value)
         exec(compile(code, "jupyter_server_config.py", "exec"), {"get_config": Config})
