@@ -27,7 +27,7 @@ OUTFEED_NAME = 'feed_name="loss_outfeed")'
 
 
 def edited(device=1, infeed=None, outfeed=None, cross_replica=False, loss_mean=False,
-           launches=1, give_back=None):
+           launches=1, give_back=None, learning_rate=None):
     """The starting code with some tasks done: a device of ``device`` IPUs, the queues told
     ``infeed``/``outfeed`` replicas (None: not told), the optimizer wrapped or not, the loss
     averaged over the replicas instead, the program launched ``launches`` times."""
@@ -41,6 +41,9 @@ def edited(device=1, infeed=None, outfeed=None, cross_replica=False, loss_mean=F
     if loss_mean:
         code = code.replace("optimizer.minimize(loss)",
                             "optimizer.minimize(ipu.cross_replica_ops.cross_replica_mean(loss))")
+    if learning_rate is not None:
+        code = code.replace("GradientDescentOptimizer(0.05)",
+                            f"GradientDescentOptimizer({learning_rate})")
     if give_back is not None:   # what train returns instead of the dequeued losses
         code = code.replace("return sess.run(read_losses)", f"return {give_back}")
     if launches != 1:
@@ -57,6 +60,9 @@ def train_of(code):
 
 
 WRONG_ATTEMPTS = {
+    "the learning rate doubled for two replicas": (
+        edited(device=2, infeed=2, outfeed=2, cross_replica=True, learning_rate=0.1),
+        "times larger. CrossReplicaOptimizer applies the mean"),
     "the outfeed never dequeued": (
         edited(device=2, infeed=2, outfeed=2, cross_replica=True, give_back="None"),
         "but train returned None, not the 10 x 2 losses"),

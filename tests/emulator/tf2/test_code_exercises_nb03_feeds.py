@@ -43,7 +43,8 @@ def defined(source, name):
 # --- 03.outfeed-loop: attempts a learner may write -------------------------------------------
 
 def looped(steps_per_execution=10, send="every step", dequeue="once", infeed=True,
-           give_back="dequeued", loop="tf.range", compile_flag="jit_compile"):
+           give_back="dequeued", loop="tf.range", compile_flag="jit_compile", args="list",
+           outfeed_mode=None, count="int", give_back_as="tensor"):
     """Tutorial 3's program with one thing changed: the loss sent ``"every step"``, ``"after
     the loop"`` or ``"never"`` (returned by the run instead); the dequeue ``"once"``, ``"each
     run"`` (only the last one returned) or ``"never"``; the batches from the infeed, or one
@@ -68,11 +69,13 @@ def looped(steps_per_execution=10, send="every step", dequeue="once", infeed=Tru
             model, returned = make_model(), None
             optimizer = make_optimizer(model)
             batches = iter(dataset)
-            losses = ipu.ipu_outfeed_queue.IPUOutfeedQueue()
+            losses = ipu.ipu_outfeed_queue.IPUOutfeedQueue(
+                **({} if outfeed_mode is None else {"outfeed_mode": outfeed_mode}))
+            each = steps_per_execution if count == "int" else tf.constant(steps_per_execution)
             for _ in range(0, steps, steps_per_execution):
                 fed = batches if infeed else next(host_batches)
-                last = strategy.run(training_loop,
-                                    args=[fed, losses, model, optimizer, steps_per_execution])
+                given = [fed, losses, model, optimizer, each]
+                last = strategy.run(training_loop, args=given if args == "list" else tuple(given))
                 if dequeue == "each run":
                     returned = losses.dequeue()
                 elif dequeue == "each run, all kept":
@@ -82,7 +85,9 @@ def looped(steps_per_execution=10, send="every step", dequeue="once", infeed=Tru
                     returned = (returned or []) + [last]
             if dequeue == "once":
                 returned = losses.dequeue()
-        return tf.zeros_like(returned) if give_back == "zeros" else returned
+        if give_back == "zeros":
+            return tf.zeros_like(returned)
+        return returned.numpy() if give_back_as == "numpy" else returned
     return train
 
 
@@ -190,8 +195,20 @@ def test_the_solution_passes_and_says_what_ran():
     assert "one dequeue brought back all 60" in feedback.text
 
 
-def test_the_tutorials_own_spelling_experimental_compile_passes():
-    feedback = code_exercises.check_outfeed_loop(looped(compile_flag="experimental_compile"))
+OUTFEED_ALTERNATIVES = {
+    "the tutorial's own spelling, experimental_compile": looped(
+        compile_flag="experimental_compile"),
+    "strategy.run's args as a tuple": looped(args="tuple"),
+    "the outfeed's mode ALL said outright": looped(
+        outfeed_mode=ipu.ipu_outfeed_queue.IPUOutfeedMode.ALL),
+    "the count given as a tensor": looped(count="tensor"),
+    "the losses returned as a NumPy array": looped(give_back_as="numpy"),
+}
+
+
+@pytest.mark.parametrize("alternative", OUTFEED_ALTERNATIVES)
+def test_a_correct_outfeed_loop_written_another_way_is_right(alternative):
+    feedback = code_exercises.check_outfeed_loop(OUTFEED_ALTERNATIVES[alternative])
     assert feedback.ok, feedback.text
 
 
