@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import linecache
 import os
+import traceback
 import warnings
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional
@@ -87,9 +89,8 @@ def _first_line(message: str) -> str:
     ("in user code:", then a stack), the error's own line at the end."""
     lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
     if lines and lines[0] == "in user code:":
-        last = lines[-1]
-        return last.split(": ", 1)[1] if ": " in last and last.split(": ", 1)[0].endswith(
-            ("Error", "Exception")) else last
+        kind, said, text = lines[-1].partition(": ")
+        return text if said and kind.endswith(("Error", "Exception")) else lines[-1]
     return lines[0] if lines else ""
 
 
@@ -97,9 +98,6 @@ def _learner_line(error: BaseException) -> str:
     """" It came from your line 12: `x = ...`." for the last line of the learner's own code
     the error passed through (a notebook cell, or any file outside this package, TensorFlow
     and the installed libraries), or "" when it passed through none."""
-    import linecache
-    import traceback
-
     ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     found = None
     for frame in traceback.extract_tb(error.__traceback__):
@@ -248,10 +246,10 @@ def optimizer_state(graph: tf.Graph):
                                for name in names)
 
 
-def forward_ops_by_stage(program, graph: tf.Graph):
+def forward_ops_by_stage(program):
     """``(op name, stage)`` for each op of the forward pass of ``program``'s pipelines: not
     the gradients, nor the weight update's plumbing, nor an optimizer's state."""
-    is_state = optimizer_state(graph)
+    is_state = optimizer_state(program.graph)
     for build in programs.pipelines_of(program):
         for name, stage in build.stage_of_op.items():
             parts = name.split("/")

@@ -240,8 +240,9 @@ def check_port(train):
                        f"returned {_what(ran.returned)}, not the loss of each step: "
                        f"keep the starting code's list, append each step's loss and "
                        f"`return losses`.")
-    problem = other_batch(shapes[0].as_list()[0] if shapes and shapes[0].rank else BATCH_SIZE,
-                          BATCH_SIZE, f"your program made {STEPS} engine runs, one per step")
+    batch = shapes[0].as_list()[0] if shapes and shapes[0].rank else BATCH_SIZE
+    problem = other_batch(batch, BATCH_SIZE,
+                          f"your program made {STEPS} engine runs, one per step")
     if problem is not None:
         return problem
     reference = reference_run("01.port-the-model", lambda: run_training(solution))
@@ -252,15 +253,15 @@ def check_port(train):
         "code, and one batch of 32 per step: only where it runs changes.")
     if problem is not None:
         return problem
-    if not same_values(losses, losses_of(reference.returned)):
+    reference_losses = losses_of(reference.returned)
+    if not same_values(losses, reference_losses):
         return not_yet(f"your program trained as the tutorial's does, but train returned "
                        f"{losses[0]:.3f} as the first step's loss where the step computed "
-                       f"{losses_of(reference.returned)[0]:.3f}: append the loss each "
+                       f"{reference_losses[0]:.3f}: append the loss each "
                        f"sess.run of the compiled op returns, `[loss] = sess.run(train_step)`.")
     early = np.mean(losses[:AVERAGED_STEPS])
     late = np.mean(losses[-AVERAGED_STEPS:])
     run = ran.runs.runs[-1]
-    batch = shapes[0].as_list()[0] if shapes and shapes[0].rank else None
     return right(f"{STEPS} engine runs, one per training step, on the IPU your code "
                  f"configured; each copied in one batch from the host iterator "
                  f"({run.input_bytes:,} bytes: {batch} images and their labels), and the loss "

@@ -141,8 +141,7 @@ def run_training(train) -> _Ran:
         raise LearnerCodeFailed(learner_error(error, {"": hint} if hint else SDK_HINTS)) \
             from error
     replicas = ran.runs.runs[-1].replicas if ran.runs.runs else 1
-    graph = ran.weights.variables[0].graph if ran.weights.variables else None
-    return _Ran(ran, graph is not None and _queues_told(graph, replicas))
+    return _Ran(ran, _queues_told(ran.graph, replicas))
 
 
 def _queues_told(graph, replicas: int) -> bool:
@@ -217,7 +216,8 @@ def check_replicated_training(train):
                        f"the model's gradients are {gradient_bytes:,} bytes, so the replicas "
                        f"still applied updates of their own and drifted apart. Wrap the "
                        f"optimizer itself in ipu.optimizers.CrossReplicaOptimizer (task c).")
-    problem = other_batch(images_per_batch(run.infeed_bytes_per_iteration), BATCH_SIZE,
+    batch = images_per_batch(run.infeed_bytes_per_iteration)
+    problem = other_batch(batch, BATCH_SIZE,
                           f"your {run.replicas} replicas all-reduced their gradients")
     if problem is not None:
         return problem
@@ -241,7 +241,6 @@ def check_replicated_training(train):
             " (your queues were not told replication_factor: from SDK 2.1 the SDK reads it "
             "from the device and ignores the argument, but the tutorial's SDK needs it on "
             "both queues)")
-    batch = images_per_batch(run.infeed_bytes_per_iteration)
     return right(f"your program ran as {run.replicas} replicas on a device of {run.num_ipus} "
                  f"IPUs, in one engine run of {run.iterations} steps{told}. At every step each "
                  f"replica took its own mini-batch from the infeed ({taken} in all, "

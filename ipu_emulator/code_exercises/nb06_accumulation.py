@@ -14,8 +14,6 @@ updates each run made (``EngineRun.weight_updates``).
 """
 from __future__ import annotations
 
-import functools
-
 import tensorflow as tf
 
 from ipu_emulator.code_exercises import ProgramRun, code_exercise, run_attempt, sample_digits
@@ -26,8 +24,6 @@ from ipu_emulator.code_exercises.wording import images_per_batch, other_batch
 from ipu_emulator.exercises import not_yet, right
 from ipu_emulator.ipu import ipu_compiler, ipu_infeed_queue, loops, optimizers, scopes
 from ipu_emulator.ipu.gradient_accumulation import GradientAccumulationReductionMethod
-
-MEAN = GradientAccumulationReductionMethod.MEAN   # the accepted averaging reduction
 
 BATCH_SIZE = 32
 NUM_MINI_BATCHES = 16   # mini-batches per weight update: the tutorial's
@@ -177,15 +173,15 @@ def check_accumulating_training(train):
                        f"the weights {_times(run.weight_updates)}. Task b: "
                        f"{UPDATES_PER_RUN} updates per run, a loop of {UPDATES_PER_RUN} x "
                        f"{NUM_MINI_BATCHES} = {MINI_BATCHES_PER_RUN} mini-batches.")
-    problem = other_batch(images_per_batch(run.infeed_bytes_per_iteration), BATCH_SIZE,
+    batch = images_per_batch(run.infeed_bytes_per_iteration)
+    problem = other_batch(batch, BATCH_SIZE,
                           f"each run made {_mini_batches(run.iterations)} and the optimizer "
                           f"added up {NUM_MINI_BATCHES} per update")
     if problem is not None:
         return problem
     reference = reference_run("06.accumulate", lambda: run_training(solution))
     variants = mean_variant(run.gradient_accumulation_reduction, "06.accumulate",
-                            lambda: run_training(functools.partial(solution,
-                                                            reduction_method=MEAN)))
+                            run_training, solution)
     problem = weights_problem(
         ran.weights, reference.weights,
         f"each run made {_mini_batches(run.iterations)} and the optimizer added up "
@@ -197,7 +193,6 @@ def check_accumulating_training(train):
         f"loss unchanged.", variants=variants)
     if problem is not None:
         return problem
-    batch = images_per_batch(run.infeed_bytes_per_iteration)
     return right(f"{runs.engine_runs} engine runs of {run.iterations} mini-batches each, and "
                  f"the optimizer added up {count} of them per update: each run changed the "
                  f"weights {_times(run.weight_updates)} ({updates} in all, instead of "

@@ -9,7 +9,6 @@ the IPU each layer's forward ops and gradients ran on, and what crossed between 
 """
 from __future__ import annotations
 
-import functools
 from collections import defaultdict
 from typing import Dict, Set
 
@@ -27,8 +26,6 @@ from ipu_emulator.ipu import config, ipu_compiler, ipu_infeed_queue, loops, opti
 from ipu_emulator.ipu.gradient_accumulation import GradientAccumulationReductionMethod
 from ipu_emulator.lessons.placement import layer_of
 from ipu_emulator.runtime import programs, shards
-
-MEAN = GradientAccumulationReductionMethod.MEAN   # the accepted averaging reduction
 
 BATCH_SIZE = 32
 MINI_BATCHES = 16
@@ -201,8 +198,7 @@ def check_sharded_step(training_step):
                        f"{MINI_BATCHES} (task c: change nothing else).")
     reference = reference_run("07.shard-the-step", lambda: run_step(solution))
     variants = mean_variant(ran.run.gradient_accumulation_reduction, "07.shard-the-step",
-                            lambda: run_step(functools.partial(solution,
-                                                            reduction_method=MEAN)))
+                            run_step, solution)
     problem = weights_problem(
         ran.weights, reference.weights,
         "your step ran as the tutorial's step 2, flatten to dense64 on IPU0 and the rest on "

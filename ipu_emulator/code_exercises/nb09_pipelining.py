@@ -16,7 +16,6 @@ accumulation count and repeat count, and the losses the outfeed returned.
 """
 from __future__ import annotations
 
-import functools
 from collections import defaultdict
 from typing import Dict, Set
 
@@ -37,8 +36,6 @@ from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfee
 from ipu_emulator.ipu.gradient_accumulation import GradientAccumulationReductionMethod
 from ipu_emulator.lessons.placement import layer_of
 from ipu_emulator.runtime import programs
-
-MEAN = GradientAccumulationReductionMethod.MEAN   # the accepted averaging reduction
 
 BATCH_SIZE = 32
 GRADIENT_ACCUMULATION_COUNT = 16  # micro-batches per weight update (step 2's num_mini_batches)
@@ -166,7 +163,7 @@ class _Ran:
         self.accumulating_optimizer = any("GradientAccumulationOptimizer" in op.name
                                           for op in program.new_ops)
         self.forward: Dict[str, Set[int]] = defaultdict(set)
-        for name, stage in forward_ops_by_stage(program, program.graph):
+        for name, stage in forward_ops_by_stage(program):
             layer = layer_of(name, LAYERS)
             if layer is not None:
                 self.forward[layer].add(stage)
@@ -308,8 +305,7 @@ def check_pipelined_model(pipelined_model):
                        "GradientDescentOptimizer(learning_rate) in OptimizerFunctionOutput.")
     reference = reference_run("09.pipeline-the-model", lambda: run_model(solution))
     variants = mean_variant(pipeline.reduction_method, "09.pipeline-the-model",
-                            lambda: run_model(functools.partial(solution,
-                                                            reduction_method=MEAN)))
+                            run_model, solution)
     chosen = optimizer_kinds(ran.weights) - optimizer_kinds(reference.weights)
     what_ran = (f"your Grouped pipeline ran {REPEAT_COUNT} passes of "
                 f"{GRADIENT_ACCUMULATION_COUNT} micro-batches per run, as the tutorial's")

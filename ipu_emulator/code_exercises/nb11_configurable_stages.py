@@ -165,7 +165,7 @@ class _Ran:
         self.outfed = outfed          # what the dequeue gave the host
         self.weights = weights
         self.forward: Dict[str, Set[int]] = defaultdict(set)
-        for name, stage in forward_ops_by_stage(program, program.graph):
+        for name, stage in forward_ops_by_stage(program):
             for part in name.split("/"):
                 match = self.SCOPE.match(part)
                 if match and match.group(2) in LAYER_NAMES:

@@ -10,6 +10,7 @@ returns something else does not, and the size of the difference names the mistak
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Callable, Dict, FrozenSet, Optional
@@ -18,6 +19,7 @@ import numpy as np
 
 from ipu_emulator.code_exercises.weights import WeightWatch
 from ipu_emulator.exercises import Feedback, not_yet
+from ipu_emulator.ipu.gradient_accumulation import GradientAccumulationReductionMethod
 
 # How far (relative to the size of the reference's update) the learner's weights may land
 # from the reference's.  Reordered float32 sums move them by ~1e-6; every wrong program the
@@ -88,11 +90,10 @@ def optimizer_kinds(watch: WeightWatch) -> FrozenSet[str]:
 
 
 def times(scale: float) -> str:
-    """"16 times smaller", "twice as large", "about as large"."""
+    """"16 times smaller", "twice as large" (``weights_problem`` words a scale near 1
+    itself)."""
     if not np.isfinite(scale):
         return "of another shape"
-    if 0.9 <= scale <= 1.1:
-        return "about as large"
     if scale > 1:
         return "twice as large" if abs(scale - 2) < 0.1 else f"{scale:.3g} times larger"
     return "half as large" if abs(scale - 0.5) < 0.05 else f"{1 / scale:.3g} times smaller"
@@ -124,14 +125,19 @@ MEAN_REDUCTION = "a mean of the gradients (reduction_method MEAN or RUNNING_MEAN
 Variants = Dict[str, Callable[[], WeightWatch]]
 
 
-def mean_variant(reduction: str, name: str, run_with_mean: Callable[[], object]) -> Variants:
-    """The reference run with the gradients averaged (``run_with_mean``: its run, which holds
-    ``weights``), as an accepted variant, when the learner's run averaged them too
-    (``reduction``: the recorded reduction method's name); none when it added them up, so
-    that a learning rate divided by the count is not taken for a mean."""
+def mean_variant(reduction: str, name: str, run: Callable[[Callable], object],
+                 solution: Callable) -> Variants:
+    """The reference run with the gradients averaged (``run(solution)`` with
+    ``reduction_method=MEAN``: a run that holds ``weights``), as an accepted variant, when the
+    learner's run averaged them too (``reduction``: the recorded reduction method's name);
+    none when it added them up, so that a learning rate divided by the count is not taken for
+    a mean."""
     if reduction not in ("MEAN", "RUNNING_MEAN"):
         return {}
-    return {MEAN_REDUCTION: lambda: reference_run(f"{name} MEAN", run_with_mean).weights}
+    averaging = functools.partial(solution,
+                                  reduction_method=GradientAccumulationReductionMethod.MEAN)
+    return {MEAN_REDUCTION: lambda: reference_run(f"{name} MEAN",
+                                                  lambda: run(averaging)).weights}
 
 
 def matched_variant(learner: WeightWatch, variants: Variants) -> Optional[str]:

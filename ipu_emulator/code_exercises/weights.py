@@ -41,18 +41,21 @@ def _start_values(index: int, shape, dtype) -> np.ndarray:
     return generator.uniform(-limit, limit, size=shape).astype(dtype.as_numpy_dtype)
 
 
+def _initial_tensor(kwargs) -> tf.Tensor:
+    """The initial value ``kwargs`` ask for, as a tensor (its function called)."""
+    value = kwargs["initial_value"]
+    return tf.convert_to_tensor(value() if callable(value) else value,
+                                dtype=kwargs.get("dtype"))
+
+
 def _shape_and_dtype(kwargs):
-    """The shape and dtype of the variable ``kwargs`` ask for, from the request when it says
-    them fully, else from the initial value (called when it is a function)."""
-    shape = kwargs.get("shape")
-    dtype = kwargs.get("dtype")
-    value = kwargs.get("initial_value")
-    known = shape is not None and tf.TensorShape(shape).is_fully_defined() and dtype is not None
-    if not known:
-        value = value() if callable(value) else value
-        value = tf.convert_to_tensor(value, dtype=dtype)
-        shape, dtype = value.shape, value.dtype
-    return tuple(tf.TensorShape(shape).as_list()), tf.as_dtype(dtype).base_dtype
+    """The shape and dtype of the variable ``kwargs`` ask for, and its initial value as a
+    tensor when that had to be made to know them (None when the request says them fully)."""
+    shape, dtype = kwargs.get("shape"), kwargs.get("dtype")
+    if shape is not None and tf.TensorShape(shape).is_fully_defined() and dtype is not None:
+        return tuple(tf.TensorShape(shape).as_list()), tf.as_dtype(dtype).base_dtype, None
+    value = _initial_tensor(kwargs)
+    return tuple(value.shape.as_list()), value.dtype.base_dtype, value
 
 
 class WeightWatch:
@@ -86,7 +89,7 @@ class WeightWatch:
         """Set a matrix's start (in ``kwargs``) and return it; a vector's start is its
         initializer's constant value, or None when that is not a constant."""
         with tf.init_scope():   # any op made here belongs outside the program's loops
-            shape, dtype = _shape_and_dtype(kwargs)
+            shape, dtype, value = _shape_and_dtype(kwargs)
             if not dtype.is_floating:
                 return None
             if len(shape) >= 2:
@@ -95,8 +98,8 @@ class WeightWatch:
                 kwargs["initial_value"] = lambda: tf.constant(start)
                 kwargs["shape"], kwargs["dtype"] = shape, dtype
                 return start
-            value = kwargs["initial_value"]
-            value = tf.convert_to_tensor(value() if callable(value) else value, dtype=dtype)
+            if value is None:   # made once: the initializer is not called twice
+                value = _initial_tensor(kwargs)
             start = tf.get_static_value(value)
             if start is not None:
                 kwargs["initial_value"] = lambda: tf.constant(start, dtype=dtype)
@@ -104,9 +107,10 @@ class WeightWatch:
 
     # --- reading ----------------------------------------------------------------------------
 
-    def _read_in(self, session) -> None:
+    def read(self, session) -> None:
         """Read the variables of ``session``'s graph with the unwrapped ``Session.run`` (a
-        read is no engine run); leave ``final`` as it was if they cannot be read."""
+        read is no engine run; a check that runs the program itself calls it); leave
+        ``final`` as it was if they cannot be read."""
         mine = [variable for variable in self.variables if variable.graph is session.graph]
         if not mine or len(mine) != len(self.variables):
             return
@@ -125,7 +129,7 @@ class WeightWatch:
 
         def close(session):
             if not getattr(session, "_closed", False):
-                watch._read_in(session)
+                watch.read(session)
             return original_close(session)
 
         def run(session, fetches, *args, **kwargs):
@@ -176,11 +180,7 @@ class WeightWatch:
             pass   # graph variables: their values live in a session
         session = self._last_session() if self._last_session is not None else None
         if session is not None and not getattr(session, "_closed", False):
-            self._read_in(session)
-
-    def read(self, session) -> None:
-        """Read the values now, from ``session`` (a check that runs the program itself)."""
-        self._read_in(session)
+            self.read(session)
 
 
 __all__ = ["WeightWatch"]

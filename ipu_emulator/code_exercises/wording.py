@@ -1,4 +1,6 @@
 """Words the checks share when they quote what a learner's run did."""
+from ipu_emulator.exercises import not_yet
+
 
 
 def engine_runs(count: int) -> str:
@@ -30,7 +32,6 @@ def other_batch(batch: int, wanted: int, what_ran: str):
     ``wanted``; None when they agree."""
     if batch == wanted:
         return None
-    from ipu_emulator.exercises import not_yet
     return not_yet(f"{what_ran}, but each step took {batch} images where the starting code's "
                    f"take {wanted}: keep batch({wanted}, drop_remainder=True), so that the "
                    f"program trains on the tutorial's batches.")

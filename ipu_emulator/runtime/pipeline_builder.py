@@ -38,6 +38,8 @@ from ipu_emulator.sim import schedule_rules
 from . import configured_system, graph_costs, graph_loops, programs, replication, shards
 from .gradient_accumulators import accumulate, accumulator_dtype
 
+_logger = logging.getLogger("ipu_emulator")
+
 
 def is_v1_optimizer(opt):
     """A TF1 optimizer (``tf.compat.v1.train.Optimizer``): gradients by ``compute_gradients``."""
@@ -548,10 +550,6 @@ def _zeros_variable(name, shape, dtype):
         collections=[tf.compat.v1.GraphKeys.GLOBAL_VARIABLES])
 
 
-__all__ = ["PipelineBuilder", "replicated_build", "single_replica", "stage_ipus",
-           "is_v1_optimizer", "is_keras_optimizer"]
-
-
 # Memory options of Graphcore's SDK the simulator does not price, and what each does there
 # (the SDK's documentation of ``pipelining_ops.pipeline``).  ``offload_weights`` is not
 # ``offload_weight_update_variables``: it stores in remote memory the weights that
@@ -571,7 +569,13 @@ def unmodelled_memory_options(**given) -> tuple:
     memory and time leave them out."""
     switched_on = tuple(name for name, value in given.items() if value)
     for name in switched_on:
-        logging.getLogger("ipu_emulator").warning("%s=True %s in Graphcore's SDK; the emulator does not model it, so "
+        _logger.warning("%s=True %s in Graphcore's SDK; the emulator does not model it, so "
                         "the simulated memory and time leave it out.", name,
                         UNMODELLED_MEMORY_OPTIONS[name])
     return switched_on
+
+
+__all__ = ["PipelineBuilder", "replicated_build", "single_replica", "stage_ipus",
+           "is_v1_optimizer", "is_keras_optimizer", "UNMODELLED_MEMORY_OPTIONS",
+           "unmodelled_memory_options"]
+
