@@ -38,6 +38,7 @@ import tensorflow as tf
 from ipu_emulator import record
 from ipu_emulator.data import datasets
 from ipu_emulator.code_exercises import cell_runs
+from ipu_emulator.code_exercises.reference import Facts
 from ipu_emulator.code_exercises.weights import WeightWatch
 from ipu_emulator.exercises import Feedback, SolutionFailed, not_yet, progress, solutions_mode
 from ipu_emulator.ipu import config
@@ -188,7 +189,7 @@ def as_a_fresh_script(hints: Optional[Dict[str, str]] = None, seed: int = 0,
 
 
 @dataclass
-class ProgramRun:
+class ProgramRun(Facts):
     """What one run of a program did: the record of its engine runs, what it returned, its
     weights (start and end) and the graph it built."""
 

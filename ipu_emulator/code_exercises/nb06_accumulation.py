@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from ipu_emulator.code_exercises import ProgramRun, code_exercise, run_attempt, sample_digits
-from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, matched_variant,
-                                                   mean_variant, reference_run, same_weights,
-                                                   weights_problem)
-from ipu_emulator.code_exercises.wording import images_per_batch, other_batch
-from ipu_emulator.exercises import not_yet, right
+from ipu_emulator import record
+from ipu_emulator.code_exercises import ProgramRun, run_attempt, sample_digits
+from ipu_emulator.code_exercises.harness import Exercise, Probe, Rule, changed, check_of
+from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, TOLERANCE, matched_variant,
+                                                   same_weights, scaled_update, weights_problem)
+from ipu_emulator.code_exercises.wording import DIGIT_BYTES, images_per_batch, other_batch
+from ipu_emulator.exercises import not_yet
 from ipu_emulator.ipu import ipu_compiler, ipu_infeed_queue, loops, optimizers, scopes
 from ipu_emulator.ipu.gradient_accumulation import GradientAccumulationReductionMethod
 
@@ -120,20 +121,23 @@ def _mini_batches(count: int) -> str:
     return "one mini-batch" if count == 1 else f"{count} mini-batches"
 
 
-@code_exercise("06.accumulate", solution=solution)
-def check_accumulating_training(train):
-    """``train(images, labels, runs)``: one weight update per 16 mini-batches, two per run."""
-    if not callable(train):
-        return not_yet("pass the function itself, without calling it: "
-                       "check_accumulating_training(train).")
-    ran = run_training(train)
-    runs = ran.runs
-    if runs.engine_runs == 0:
+def _updates(ran: ProgramRun) -> int:
+    return sum(run.weight_updates for run in ran.runs.runs)
+
+
+def _trained_mini_batches(ran: ProgramRun) -> int:
+    return sum(run.iterations for run in ran.runs.runs if run.step_cost.backward_flops > 0)
+
+
+def _no_engine_run(ran: ProgramRun):
+    if ran.runs.engine_runs == 0:
         return not_yet("your train function ran no IPU program: keep the sess.run of the "
                        "compiled loop inside the session, once per run.")
-    updates = sum(run.weight_updates for run in runs.runs)
-    mini_batches = sum(run.iterations for run in runs.runs
-                       if run.step_cost.backward_flops > 0)
+    return None
+
+
+def _engine_runs(ran: ProgramRun):
+    runs = ran.runs
     if runs.engine_runs > RUNS:
         if all(run.gradient_accumulation_count > 1 for run in runs.runs):
             each = ", ".join(str(run.iterations) for run in runs.runs)
@@ -143,61 +147,142 @@ def check_accumulating_training(train):
                            f"loop of {UPDATES_PER_RUN} x {NUM_MINI_BATCHES} = "
                            f"{MINI_BATCHES_PER_RUN} mini-batches, and one sess.run per run.")
         return not_yet(f"your program made {runs.engine_runs} engine runs where the check asked "
-                       f"train for {RUNS} runs: {mini_batches} mini-batches and {updates} weight "
-                       f"updates, the gradients added up across sess.run calls, each a launch "
-                       f"of its own. Task c: let GradientAccumulationOptimizerV2 add them up "
-                       f"inside the loop, so that one sess.run of {MINI_BATCHES_PER_RUN} "
-                       f"mini-batches makes its {UPDATES_PER_RUN} updates on the IPU.")
+                       f"train for {RUNS} runs: {_trained_mini_batches(ran)} mini-batches and "
+                       f"{_updates(ran)} weight updates, the gradients added up across sess.run "
+                       f"calls, each a launch of its own. Task c: let "
+                       f"GradientAccumulationOptimizerV2 add them up inside the loop, so that "
+                       f"one sess.run of {MINI_BATCHES_PER_RUN} mini-batches makes its "
+                       f"{UPDATES_PER_RUN} updates on the IPU.")
     if runs.engine_runs < RUNS:
         return not_yet(f"your program made {runs.engine_runs} engine run"
                        f"{'s' if runs.engine_runs != 1 else ''}, but the check asked train for "
                        f"{RUNS} runs: call sess.run on the program once per run, as the "
                        f"starting code's `for` loop does.")
-    run = runs.runs[-1]
-    count = run.gradient_accumulation_count
-    if count == 1:
+    return None
+
+
+def _accumulating(ran: ProgramRun):
+    run = ran.runs.runs[-1]
+    if run.gradient_accumulation_count == 1:
         return not_yet(f"each run changed the weights {_times(run.weight_updates)}, once per "
                        f"mini-batch: the optimizer applies each mini-batch's gradients as "
                        f"soon as it has them. Task a: wrap it, ipu.optimizers."
                        f"GradientAccumulationOptimizerV2(optimizer, "
                        f"num_mini_batches={NUM_MINI_BATCHES}).")
+    return None
+
+
+def _accumulation_count(ran: ProgramRun):
+    run = ran.runs.runs[-1]
+    count = run.gradient_accumulation_count
     if count != NUM_MINI_BATCHES:
         return not_yet(f"your optimizer added up {_mini_batches(count)} per weight update "
                        f"({run.weight_updates} updates per run), an update on {count} x "
                        f"{BATCH_SIZE} = {count * BATCH_SIZE} images. The tutorial accumulates "
                        f"{NUM_MINI_BATCHES}: num_mini_batches={NUM_MINI_BATCHES}, for updates on "
                        f"{NUM_MINI_BATCHES * BATCH_SIZE} images.")
+    return None
+
+
+def _mini_batches_per_run(ran: ProgramRun):
+    run = ran.runs.runs[-1]
     if run.iterations != MINI_BATCHES_PER_RUN:
         return not_yet(f"your optimizer added up {NUM_MINI_BATCHES} mini-batches per update, "
                        f"but each run made {_mini_batches(run.iterations)}, so it changed "
                        f"the weights {_times(run.weight_updates)}. Task b: "
                        f"{UPDATES_PER_RUN} updates per run, a loop of {UPDATES_PER_RUN} x "
                        f"{NUM_MINI_BATCHES} = {MINI_BATCHES_PER_RUN} mini-batches.")
-    batch = images_per_batch(run.infeed_bytes_per_iteration)
-    problem = other_batch(batch, BATCH_SIZE,
-                          f"each run made {_mini_batches(run.iterations)} and the optimizer "
-                          f"added up {NUM_MINI_BATCHES} per update")
-    if problem is not None:
-        return problem
-    reference = reference_run("06.accumulate", lambda: run_training(solution))
-    variants = mean_variant(run.gradient_accumulation_reduction, "06.accumulate",
-                            run_training, solution)
-    problem = weights_problem(
-        ran.weights, reference.weights,
-        f"each run made {_mini_batches(run.iterations)} and the optimizer added up "
-        f"{NUM_MINI_BATCHES} per update",
+    return None
+
+
+def _what_ran(ran: ProgramRun) -> str:
+    return (f"each run made {_mini_batches(ran.runs.runs[-1].iterations)} and the optimizer "
+            f"added up {NUM_MINI_BATCHES} per update")
+
+
+def _batch(ran: ProgramRun):
+    return other_batch(images_per_batch(ran.runs.runs[-1].infeed_bytes_per_iteration),
+                       BATCH_SIZE, _what_ran(ran))
+
+
+def _variants(ran: ProgramRun):
+    return ran.mean_variants(ran.runs.runs[-1].gradient_accumulation_reduction)
+
+
+def _weights(ran: ProgramRun):
+    return weights_problem(
+        ran.weights, ran.reference.weights, _what_ran(ran),
         f"The loop body returns the accumulating optimizer's minimize: {NEVER_RUN_UPDATE}.",
         f"The wrapper adds the {NUM_MINI_BATCHES} mini-batches' gradients up (or averages "
         f"them, with reduction_method=MEAN) and applies them with the starting code's "
         f"optimizer, GradientDescentOptimizer(0.01), as it is: keep its learning rate and the "
-        f"loss unchanged.", variants=variants)
-    if problem is not None:
-        return problem
-    return right(f"{runs.engine_runs} engine runs of {run.iterations} mini-batches each, and "
-                 f"the optimizer added up {count} of them per update: each run changed the "
-                 f"weights {_times(run.weight_updates)} ({updates} in all, instead of "
-                 f"{mini_batches}), each time on the gradients of {count} x {batch} = "
-                 f"{count * batch} images, {same_weights(matched_variant(ran.weights, variants))}.")
+        f"loss unchanged.", variants=_variants(ran))
 
 
-__all__ = ["check_accumulating_training", "solution", "run_training", "STARTING_CODE"]
+def _right(ran: ProgramRun) -> str:
+    run = ran.runs.runs[-1]
+    batch = images_per_batch(run.infeed_bytes_per_iteration)
+    count = run.gradient_accumulation_count
+    return (f"{ran.runs.engine_runs} engine runs of {run.iterations} mini-batches each, and "
+            f"the optimizer added up {count} of them per update: each run changed the "
+            f"weights {_times(run.weight_updates)} ({_updates(ran)} in all, instead of "
+            f"{_trained_mini_batches(ran)}), each time on the gradients of {count} x {batch} = "
+            f"{count * batch} images, "
+            f"{same_weights(matched_variant(ran.weights, _variants(ran)))}.")
+
+
+def _last_run(ran: ProgramRun, **values) -> ProgramRun:
+    """``ran`` with its last engine run's record changed: for the probes."""
+    last = changed(ran.runs.runs[-1], **values)
+    return changed(ran, runs=record.ProgramRecord(ran.runs.runs[:-1] + [last]))
+
+
+def _engine_run_count(ran: ProgramRun, count: int) -> ProgramRun:
+    return changed(ran, runs=record.ProgramRecord([ran.runs.runs[-1]] * count))
+
+
+EXERCISE = Exercise(
+    name="06.accumulate", starting_code=STARTING_CODE, solution=solution, run=run_training,
+    call="check_accumulating_training(train)",
+    free=("the reduction of the accumulated gradients: added up (SUM, the SDK's default) or "
+          "averaged (MEAN, RUNNING_MEAN)",),
+    rules=(Rule("an IPU program ran", _no_engine_run),
+           Rule("one engine run per run", _engine_runs),
+           Rule("the optimizer accumulates", _accumulating),
+           Rule("16 mini-batches per update", _accumulation_count),
+           Rule("32 mini-batches per run", _mini_batches_per_run),
+           Rule("batches of 32", _batch),
+           Rule("the reference's weights", _weights)),
+    right=_right,
+    probes=(Probe("an IPU program ran", lambda ran: _engine_run_count(ran, 0), "no engine run"),
+            Probe("one engine run per run", lambda ran: _engine_run_count(ran, RUNS + 1),
+                  "one engine run too many"),
+            Probe("one engine run per run", lambda ran: _engine_run_count(ran, RUNS - 1),
+                  "one engine run too few"),
+            Probe("the optimizer accumulates",
+                  lambda ran: _last_run(ran, gradient_accumulation_count=1),
+                  "no accumulation"),
+            Probe("16 mini-batches per update",
+                  lambda ran: _last_run(ran, gradient_accumulation_count=NUM_MINI_BATCHES + 1),
+                  "one mini-batch more per update"),
+            Probe("16 mini-batches per update",
+                  lambda ran: _last_run(ran, gradient_accumulation_count=NUM_MINI_BATCHES - 1),
+                  "one mini-batch fewer per update"),
+            Probe("32 mini-batches per run",
+                  lambda ran: _last_run(ran, iterations=MINI_BATCHES_PER_RUN + 1),
+                  "one mini-batch more per run"),
+            Probe("32 mini-batches per run",
+                  lambda ran: _last_run(ran, iterations=MINI_BATCHES_PER_RUN - 1),
+                  "one mini-batch fewer per run"),
+            Probe("batches of 32", lambda ran: _last_run(
+                ran, infeed_bytes_per_iteration=(BATCH_SIZE + 1) * DIGIT_BYTES),
+                "one image more per batch"),
+            Probe("the reference's weights", lambda ran: changed(ran, weights=scaled_update(
+                ran.weights, 1 + 3 * TOLERANCE)), "the update a little larger")))
+
+check_accumulating_training = check_of(
+    EXERCISE, "check_accumulating_training",
+    """``train(images, labels, runs)``: one weight update per 16 mini-batches, two per run.""")
+
+
+__all__ = ["EXERCISE", "check_accumulating_training", "solution", "run_training", "STARTING_CODE"]

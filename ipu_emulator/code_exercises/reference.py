@@ -10,6 +10,7 @@ returns something else does not, and the size of the difference names the mistak
 """
 from __future__ import annotations
 
+import copy
 import functools
 import re
 from dataclasses import dataclass
@@ -73,6 +74,15 @@ def _weights(watch: WeightWatch):
     """``(start, final)`` of each watched weight whose start is known."""
     return [(start, np.asarray(final)) for start, final in zip(watch.start, watch.final)
             if start is not None]
+
+
+def scaled_update(watch: WeightWatch, factor: float) -> WeightWatch:
+    """A copy of ``watch`` whose weights moved ``factor`` times as far from their start: the
+    tests' probe of the weights rule at its tolerance."""
+    scaled = copy.copy(watch)
+    scaled.final = [final if start is None else start + factor * (np.asarray(final) - start)
+                    for start, final in zip(watch.start, watch.final)]
+    return scaled
 
 
 def optimizer_kinds(watch: WeightWatch) -> FrozenSet[str]:
@@ -205,6 +215,24 @@ def reference_run(name: str, run: Callable[[], object]):
     return _REFERENCE_RUNS[name]
 
 
-__all__ = ["TOLERANCE", "WeightsCompared", "compare_weights", "optimizer_kinds", "times",
+class Facts:
+    """What one run of a program did, as an exercise's rules read it.  ``judge`` (and the
+    probes' test) tie it to its exercise, so that rules can read the reference's run."""
+
+    exercise = None   # the harness.Exercise this run was judged for
+
+    @property
+    def reference(self) -> "Facts":
+        """The reference solution's facts, on the same data and start weights."""
+        return self.exercise.reference()
+
+    def mean_variants(self, reduction: str) -> Variants:
+        """The reference averaging its gradients, accepted when ``reduction`` (this run's
+        recorded reduction method) averaged too (``reference.mean_variant``)."""
+        exercise = self.exercise
+        return mean_variant(reduction, exercise.name, exercise.run, exercise.solution)
+
+
+__all__ = ["Facts", "TOLERANCE", "WeightsCompared", "compare_weights", "optimizer_kinds", "times",
            "same_values", "reference_run", "weights_problem", "matched_variant", "Variants",
-           "MEAN_REDUCTION", "mean_variant", "same_weights", "NEVER_RUN_UPDATE"]
+           "MEAN_REDUCTION", "mean_variant", "scaled_update", "same_weights", "NEVER_RUN_UPDATE"]

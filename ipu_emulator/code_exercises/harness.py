@@ -1,0 +1,106 @@
+"""One harness for every code exercise: an exercise is data, its check is the same loop.
+
+An ``Exercise`` is its starting code, its reference solution, how a program is run and read
+(``run``: the learner's and the reference's alike, through ``run_attempt`` or its own session,
+into facts), what the task leaves free, and its ordered ``rules``: each names one fact the
+tutorial's tasks fix, in their order, and says what differs with a hint when the learner's
+run does not agree with it.  ``judge`` runs the learner's program and answers with the first
+rule that differs, or with the exercise's "Right" text, written from the learner's own run.
+
+Rules read the facts of one run; those that compare it with the reference's run (the
+weights, the values returned) read ``facts.reference``, run once per process on first use.
+``probes`` are the smallest wrong changes to the reference's facts, one or more per rule: the
+tests apply each to the reference run and expect its rule to be the first to answer, so a
+rule that lets a boundary through (one engine run too many, a layer on both IPUs) fails.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Callable, Optional, Tuple
+
+from ipu_emulator.code_exercises import code_exercise
+from ipu_emulator.code_exercises.reference import Facts, reference_run
+from ipu_emulator.exercises import Feedback, not_yet, right
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One fact the task fixes: ``differs(facts)`` is None when the learner's run agrees,
+    else the "Not yet" with what differs, in the learner's numbers, and the hint."""
+
+    fact: str
+    differs: Callable[[Facts], Optional[Feedback]]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The smallest wrong change to the reference run's facts that rule ``rule`` must
+    catch: ``change(facts)`` returns changed facts (``changed`` makes copies)."""
+
+    rule: str
+    change: Callable[[Facts], Facts]
+    what: str
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """A code exercise as data (see the module's docstring)."""
+
+    name: str                          # "NN.short-name", as progress notes it
+    starting_code: str
+    solution: Callable
+    run: Callable[[Callable], Facts]   # runs a program (learner's or reference) into facts
+    rules: Tuple[Rule, ...]
+    right: Callable[[Facts], str]      # the "Right" text, from the learner's run
+    call: str                          # how the check is called: "check_port(train)"
+    free: Tuple[str, ...] = ()         # what the task leaves to the learner
+    probes: Tuple[Probe, ...] = ()
+
+    def reference(self) -> Facts:
+        return reference_run(self.name, lambda: self.facts_of(self.solution))
+
+    def facts_of(self, program: Callable) -> Facts:
+        facts = self.run(program)
+        facts.exercise = self
+        return facts
+
+    def first_difference(self, facts: Facts) -> Tuple[Optional[Rule], Optional[Feedback]]:
+        """The first rule the run does not meet and its "Not yet", or ``(None, None)``."""
+        for rule in self.rules:
+            said = rule.differs(facts)
+            if said is not None:
+                return rule, said
+        return None, None
+
+    def verdict(self, facts: Facts) -> Feedback:
+        _, said = self.first_difference(facts)
+        return said if said is not None else right(self.right(facts))
+
+    def judge(self, program) -> Feedback:
+        if not callable(program):
+            return not_yet(f"pass the function itself, without calling it: {self.call}.")
+        return self.verdict(self.facts_of(program))
+
+
+def check_of(exercise: Exercise, name: str, doc: str):
+    """The notebook's check for ``exercise``, named ``name`` (``code_exercise`` adds the
+    solutions mode, stale-cell refusal and the folding of errors)."""
+    def check(program):
+        return exercise.judge(program)
+    check.__name__ = check.__qualname__ = name
+    check.__doc__ = doc
+    check = code_exercise(exercise.name, solution=exercise.solution)(check)
+    check.exercise = exercise
+    return check
+
+
+def changed(facts, **values):
+    """A copy of ``facts`` (any object) with ``values`` set: for probes."""
+    copied = copy.copy(facts)
+    for key, value in values.items():
+        object.__setattr__(copied, key, value)
+    return copied
+
+
+__all__ = ["Facts", "Rule", "Probe", "Exercise", "check_of", "changed"]
