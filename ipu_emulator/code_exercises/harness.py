@@ -50,18 +50,21 @@ class Exercise:
     name: str                          # "NN.short-name", as progress notes it
     starting_code: str
     solution: Callable
-    run: Callable[[Callable], Facts]   # runs a program (learner's or reference) into facts
+    run: Callable[..., Facts]          # runs a program (learner's or reference's) into facts
     rules: Tuple[Rule, ...]
     right: Callable[[Facts], str]      # the "Right" text, from the learner's run
     call: str                          # how the check is called: "check_port(train)"
     free: Tuple[str, ...] = ()         # what the task leaves to the learner
     probes: Tuple[Probe, ...] = ()
+    arguments: int = 1                 # the functions the check takes
 
     def reference(self) -> Facts:
         return reference_run(self.name, lambda: self.facts_of(self.solution))
 
-    def facts_of(self, program: Callable) -> Facts:
-        facts = self.run(program)
+    def facts_of(self, program) -> Facts:
+        """Run ``program`` (a function; a tuple of them for an exercise of several) and read
+        its facts."""
+        facts = self.run(*program) if isinstance(program, tuple) else self.run(program)
         facts.exercise = self
         return facts
 
@@ -77,17 +80,22 @@ class Exercise:
         _, said = self.first_difference(facts)
         return said if said is not None else right(self.right(facts))
 
-    def judge(self, program) -> Feedback:
-        if not callable(program):
-            return not_yet(f"pass the function itself, without calling it: {self.call}.")
-        return self.verdict(self.facts_of(program))
+    def judge(self, *programs) -> Feedback:
+        """The verdict on the learner's functions (the solution's tuple, in solutions mode)."""
+        if len(programs) == 1 and isinstance(programs[0], tuple):
+            programs = programs[0]
+        if len(programs) != self.arguments or not all(map(callable, programs)):
+            what = ("the function itself," if self.arguments == 1 else
+                    f"{'both' if self.arguments == 2 else 'all'} functions, each")
+            return not_yet(f"pass {what} without calling it: {self.call}.")
+        return self.verdict(self.facts_of(programs if len(programs) > 1 else programs[0]))
 
 
 def check_of(exercise: Exercise, name: str, doc: str):
     """The notebook's check for ``exercise``, named ``name`` (``code_exercise`` adds the
     solutions mode, stale-cell refusal and the folding of errors)."""
-    def check(program):
-        return exercise.judge(program)
+    def check(*programs):
+        return exercise.judge(*programs)
     check.__name__ = check.__qualname__ = name
     check.__doc__ = doc
     check = code_exercise(exercise.name, solution=exercise.solution)(check)
