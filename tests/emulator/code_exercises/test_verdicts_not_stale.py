@@ -1,6 +1,10 @@
 """A check refuses to judge a function whose cell's latest run raised (the name still holds
 an earlier run's function), and an error in the learner's code comes back folded: the
 message's first line, the hint, and the learner's own line that raised it."""
+import json
+import os
+import time
+
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
@@ -56,6 +60,43 @@ def test_the_cell_run_again_without_the_error_is_judged_again(shell):
 def test_a_function_defined_in_another_cell_that_ran_well_is_judged(shell):
     assert shell.run_cell(STARTING, cell_id="mine").success
     assert not shell.run_cell("1 / 0", cell_id="exercise").success
+    assert "Run the exercise cell first" not in check_in(shell).text
+
+
+def saved_notebook(path, exercise_code, saved_at):
+    """The notebook file as JupyterLab saves it: the exercise cell holding ``exercise_code``
+    (its lines, as nbformat stores them), written at ``saved_at``."""
+    path.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"id": "exercise", "cell_type": "code", "metadata": {}, "outputs": [],
+         "execution_count": 1, "source": exercise_code.splitlines(True)},
+        {"id": "check", "cell_type": "code", "metadata": {}, "outputs": [],
+         "execution_count": 2, "source": "ce.check_accumulating_training(train)"}]}))
+    os.utime(path, (saved_at, saved_at))
+
+
+def test_a_cell_changed_after_its_run_as_saved_is_not_judged(shell, tmp_path, monkeypatch):
+    notebook = tmp_path / "06.ipynb"
+    monkeypatch.setenv(cell_runs.SESSION_VARIABLE, str(notebook))
+    assert shell.run_cell(STARTING, cell_id="exercise").success
+    edited = STARTING.replace("repeat(20,", "repeat(32,")
+    saved_notebook(notebook, edited, time.time() + 5)   # saved after the run, with the edit
+    verdict = check_in(shell)
+    assert verdict.text.startswith("Not yet. Run the exercise cell first: it was changed "
+                                   "after its last run"), verdict.text
+    assert shell.run_cell(edited, cell_id="exercise").success   # run again: judged
+    assert "Run the exercise cell first" not in check_in(shell).text
+
+
+def test_a_cell_saved_before_its_run_or_unchanged_is_judged(shell, tmp_path, monkeypatch):
+    notebook = tmp_path / "06.ipynb"
+    monkeypatch.setenv(cell_runs.SESSION_VARIABLE, str(notebook))
+    saved_notebook(notebook, "# an older version", time.time() - 60)   # edited, then run
+    assert shell.run_cell(STARTING, cell_id="exercise").success
+    assert "Run the exercise cell first" not in check_in(shell).text
+    saved_notebook(notebook, STARTING, time.time() + 5)   # saved after the run, as it ran
+    assert "Run the exercise cell first" not in check_in(shell).text
+    notebook.write_text("{not json")   # a file being written: nothing to say
+    os.utime(notebook, (time.time() + 6, time.time() + 6))
     assert "Run the exercise cell first" not in check_in(shell).text
 
 
