@@ -12,7 +12,9 @@ its graph, opens its session, trains for ``steps`` steps and returns the loss of
 script, on a small sample of MNIST, and reads what ran: the engine runs and the device they
 ran on, whether the learner's code configured the system, and, when no engine run happened,
 what the graph holds instead (a compiled program never run, a step placed on the IPU but
-never compiled, or nothing for the IPU at all); then whether the returned losses fall.
+never compiled, or nothing for the IPU at all); then the shape of the batch, the weights the
+run left and the losses it returned, beside the reference solution's run.  ``EXERCISE`` holds
+these rules, in the order of the tutorial's tasks, on the shared harness.
 """
 from __future__ import annotations
 
@@ -22,13 +24,14 @@ import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
-from ipu_emulator.code_exercises import IpuGraph, as_a_fresh_script, code_exercise, sample_digits
-from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, reference_run, same_values,
-                                                   weights_problem)
+from ipu_emulator.code_exercises import IpuGraph, as_a_fresh_script, sample_digits
+from ipu_emulator.code_exercises.harness import Exercise, Probe, Rule, changed, check_of
+from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, TOLERANCE, Facts,
+                                                   same_values, scaled_update, weights_problem)
 from ipu_emulator.code_exercises.weights import WeightWatch
 from ipu_emulator.code_exercises.wording import engine_runs as _runs, kind_of as _what
 from ipu_emulator.code_exercises.wording import other_batch
-from ipu_emulator.exercises import not_yet, right
+from ipu_emulator.exercises import Feedback, not_yet
 from ipu_emulator.ipu import config, ipu_compiler, scopes
 from ipu_emulator.runtime import configured_system, ipu_backend
 
@@ -118,9 +121,10 @@ def solution(images, labels, steps):
     return losses
 
 
-class Ran:
+class Ran(Facts):
     """What the learner's ``train`` did: the record of its engine runs, what it returned,
-    whether it configured the IPU system and selected IPUs for it, and the graph it built."""
+    whether it configured the IPU system and selected IPUs for it, and the graph it built
+    (its compiled programs and the shapes of their inputs)."""
 
     def __init__(self, runs: record.ProgramRecord, returned, graph: tf.Graph,
                  weights: WeightWatch):
@@ -132,6 +136,9 @@ class Ran:
         self.selected_ipus = bool(options is not None and options.device_config)
         self.ipu_graph = IpuGraph(graph)
         self.programs = self.ipu_graph.programs
+        # Read once here (an attribute, not a property) so that the probes can change it.
+        self.input_shapes: List[tf.TensorShape] = [
+            tensor.shape for program in self.programs for tensor in program.input_tensors]
 
 
 def run_training(train) -> Ran:
@@ -164,8 +171,20 @@ def _shape(shape: tf.TensorShape) -> str:
     return "(" + ", ".join("?" if size is None else str(size) for size in shape.as_list()) + ")"
 
 
-def _no_engine_run(ran: Ran):
+def _batch_size(ran: Ran) -> int:
+    """The images per step, from the first input's shape (the task's batch when the program
+    has no inputs to read it from)."""
+    shapes = ran.input_shapes
+    return shapes[0].as_list()[0] if shapes and shapes[0].rank else BATCH_SIZE
+
+
+WHAT_RAN = f"your program made {STEPS} engine runs, one per step"
+
+
+def _no_engine_run(ran: Ran) -> Optional[Feedback]:
     """What the graph holds instead of a program that ran, and the task that is missing."""
+    if ran.runs.engine_runs:
+        return None
     held = ran.ipu_graph
     if held.programs and held.host_consumers:
         return not_yet("your compiled program computed only part of the step: the host "
@@ -191,85 +210,172 @@ def _no_engine_run(ran: Ran):
                    "ipu.ipu_compiler.compile(training_step, inputs=next_batch).")
 
 
-@code_exercise("01.port-the-model", solution=solution)
-def check_port(train):
-    """``train(images, labels, steps)``: one engine run per step on the configured IPU, and a
-    loss that falls."""
-    if not callable(train):
-        return not_yet("pass the function itself, without calling it: check_port(train).")
-    ran = run_training(train)
-    if ran.runs.engine_runs == 0:
-        return _no_engine_run(ran)
-    if not ran.configured:
-        return not_yet(f"your program made {_runs(ran.runs.engine_runs)}, but nothing in it "
-                       f"configured the IPU system, so the SDK made a device by itself and "
-                       f"logged \"{configured_system.NO_DEVICE_CONFIGURED_MESSAGE}\" Task b: "
-                       f"make an ipu.config.IPUConfig(), set auto_select_ipus = 1 and call its "
-                       f"configure_ipu_system(): a configuration does nothing until it is "
-                       f"applied.")
-    if not ran.selected_ipus:
-        return not_yet(f"your program configured the IPU system, but its configuration "
-                       f"selected no IPUs, so the SDK logged "
-                       f"\"{configured_system.NO_DEVICE_CONFIGURED_MESSAGE}\" Task b: set "
-                       f"auto_select_ipus = 1 on the IPUConfig before configure_ipu_system().")
+def _configured(ran: Ran) -> Optional[Feedback]:
+    if ran.configured:
+        return None
+    return not_yet(f"your program made {_runs(ran.runs.engine_runs)}, but nothing in it "
+                   f"configured the IPU system, so the SDK made a device by itself and "
+                   f"logged \"{configured_system.NO_DEVICE_CONFIGURED_MESSAGE}\" Task b: "
+                   f"make an ipu.config.IPUConfig(), set auto_select_ipus = 1 and call its "
+                   f"configure_ipu_system(): a configuration does nothing until it is "
+                   f"applied.")
+
+
+def _selected(ran: Ran) -> Optional[Feedback]:
+    if ran.selected_ipus:
+        return None
+    return not_yet(f"your program configured the IPU system, but its configuration "
+                   f"selected no IPUs, so the SDK logged "
+                   f"\"{configured_system.NO_DEVICE_CONFIGURED_MESSAGE}\" Task b: set "
+                   f"auto_select_ipus = 1 on the IPUConfig before configure_ipu_system().")
+
+
+def _one_ipu(ran: Ran) -> Optional[Feedback]:
     widest = max(ran.runs.runs, key=lambda run: run.num_ipus)
-    if widest.num_ipus != 1:
-        return not_yet(f"your program ran on a device of {widest.num_ipus} IPUs, as "
-                       f"{widest.replicas} replicas of the step, one per IPU. Tutorial 1 asks "
-                       f"for one IPU: auto_select_ipus = 1 (task b).")
-    if ran.runs.engine_runs != STEPS:
-        more = ran.runs.engine_runs > STEPS
-        return not_yet(f"your program made {_runs(ran.runs.engine_runs)} for {STEPS} steps. "
-                       + ("Each sess.run of the compiled op is a whole training step, forward "
-                          "pass, gradients and weight update: run it once per step and take "
-                          "the loss from what it returns, `[loss] = sess.run(train_step)`."
-                          if more else
-                          f"The check asked train for {STEPS} steps: run the compiled op once "
-                          f"in each step of the loop (task e)."))
-    shapes = [tensor.shape for program in ran.programs for tensor in program.input_tensors]
-    unfixed = [shape for shape in shapes if not shape.is_fully_defined()]
-    if unfixed:
-        return not_yet(f"your program made {STEPS} engine runs, one per step, but its batch "
-                       f"has no fixed shape: {_shape(unfixed[0])}. An IPU program is compiled "
-                       f"for one shape, and a smaller last batch would need a second program. "
-                       f"Task a: `batch(32, drop_remainder=True)` promises 32 images every "
-                       f"time.")
-    losses = losses_of(ran.returned)
-    if losses is None:
-        return not_yet(f"your program made {STEPS} engine runs, one per step, but train "
-                       f"returned {_what(ran.returned)}, not the loss of each step: "
-                       f"keep the starting code's list, append each step's loss and "
-                       f"`return losses`.")
-    batch = shapes[0].as_list()[0] if shapes and shapes[0].rank else BATCH_SIZE
-    problem = other_batch(batch, BATCH_SIZE,
-                          f"your program made {STEPS} engine runs, one per step")
-    if problem is not None:
-        return problem
-    reference = reference_run("01.port-the-model", lambda: run_training(solution))
-    problem = weights_problem(
-        ran.weights, reference.weights, f"your program made {STEPS} engine runs, one per step",
+    if widest.num_ipus == 1:
+        return None
+    return not_yet(f"your program ran on a device of {widest.num_ipus} IPUs, as "
+                   f"{widest.replicas} replicas of the step, one per IPU. Tutorial 1 asks "
+                   f"for one IPU: auto_select_ipus = 1 (task b).")
+
+
+def _engine_runs(ran: Ran) -> Optional[Feedback]:
+    count = ran.runs.engine_runs
+    if count == STEPS:
+        return None
+    return not_yet(f"your program made {_runs(count)} for {STEPS} steps. "
+                   + ("Each sess.run of the compiled op is a whole training step, forward "
+                      "pass, gradients and weight update: run it once per step and take "
+                      "the loss from what it returns, `[loss] = sess.run(train_step)`."
+                      if count > STEPS else
+                      f"The check asked train for {STEPS} steps: run the compiled op once "
+                      f"in each step of the loop (task e)."))
+
+
+def _fixed_shape(ran: Ran) -> Optional[Feedback]:
+    unfixed = [shape for shape in ran.input_shapes if not shape.is_fully_defined()]
+    if not unfixed:
+        return None
+    return not_yet(f"{WHAT_RAN}, but its batch has no fixed shape: {_shape(unfixed[0])}. An "
+                   f"IPU program is compiled for one shape, and a smaller last batch would "
+                   f"need a second program. Task a: `batch(32, drop_remainder=True)` promises "
+                   f"32 images every time.")
+
+
+def _losses_returned(ran: Ran) -> Optional[Feedback]:
+    if losses_of(ran.returned) is not None:
+        return None
+    return not_yet(f"{WHAT_RAN}, but train returned {_what(ran.returned)}, not the loss of "
+                   f"each step: keep the starting code's list, append each step's loss and "
+                   f"`return losses`.")
+
+
+def _batch(ran: Ran) -> Optional[Feedback]:
+    return other_batch(_batch_size(ran), BATCH_SIZE, WHAT_RAN)
+
+
+def _weights(ran: Ran) -> Optional[Feedback]:
+    return weights_problem(
+        ran.weights, ran.reference.weights, WHAT_RAN,
         f"The step returns `[loss, train_op]` and compile is given that step: {NEVER_RUN_UPDATE}.",
         "The port keeps the model, the loss and GradientDescentOptimizer(0.05) of the starting "
         "code, and one batch of 32 per step: only where it runs changes.")
-    if problem is not None:
-        return problem
-    reference_losses = losses_of(reference.returned)
-    if not same_values(losses, reference_losses):
-        return not_yet(f"your program trained as the tutorial's does, but train returned "
-                       f"{losses[0]:.3f} as the first step's loss where the step computed "
-                       f"{reference_losses[0]:.3f}: append the loss each "
-                       f"sess.run of the compiled op returns, `[loss] = sess.run(train_step)`.")
+
+
+def _losses(ran: Ran) -> Optional[Feedback]:
+    losses, reference_losses = losses_of(ran.returned), losses_of(ran.reference.returned)
+    if same_values(losses, reference_losses):
+        return None
+    return not_yet(f"your program trained as the tutorial's does, but train returned "
+                   f"{losses[0]:.3f} as the first step's loss where the step computed "
+                   f"{reference_losses[0]:.3f}: append the loss each "
+                   f"sess.run of the compiled op returns, `[loss] = sess.run(train_step)`.")
+
+
+def _right(ran: Ran) -> str:
+    losses = losses_of(ran.returned)
     early = np.mean(losses[:AVERAGED_STEPS])
     late = np.mean(losses[-AVERAGED_STEPS:])
     run = ran.runs.runs[-1]
-    return right(f"{STEPS} engine runs, one per training step, on the IPU your code "
-                 f"configured; each copied in one batch from the host iterator "
-                 f"({run.input_bytes:,} bytes: {batch} images and their labels), and the loss "
-                 f"fell from {early:.2f} to {late:.2f} (the mean of the first and of the last "
-                 f"{AVERAGED_STEPS} steps), to the same weights as the tutorial's program. "
-                 f"That is tutorial 1's port: the same model, five changes. The sections below "
-                 f"make it for this notebook's convolutional model, then look at what each "
-                 f"launch costs.")
+    return (f"{STEPS} engine runs, one per training step, on the IPU your code "
+            f"configured; each copied in one batch from the host iterator "
+            f"({run.input_bytes:,} bytes: {_batch_size(ran)} images and their labels), and the "
+            f"loss fell from {early:.2f} to {late:.2f} (the mean of the first and of the last "
+            f"{AVERAGED_STEPS} steps), to the same weights as the tutorial's program. "
+            f"That is tutorial 1's port: the same model, five changes. The sections below "
+            f"make it for this notebook's convolutional model, then look at what each "
+            f"launch costs.")
 
 
-__all__ = ["check_port", "solution", "run_training", "losses_of", "STARTING_CODE"]
+def _engine_run_count(ran: Ran, count: int) -> Ran:
+    return changed(ran, runs=record.ProgramRecord([ran.runs.runs[-1]] * count))
+
+
+def _on_ipus(ran: Ran, ipus: int) -> Ran:
+    """``ran`` with its last engine run on a device of ``ipus`` IPUs, a replica on each."""
+    last = changed(ran.runs.runs[-1], num_ipus=ipus, replicas=ipus)
+    return changed(ran, runs=record.ProgramRecord(ran.runs.runs[:-1] + [last]))
+
+
+def _batch_of(ran: Ran, size) -> Ran:
+    """``ran`` with the first dimension of its program's inputs ``size`` (None: unfixed)."""
+    return changed(ran, input_shapes=[tf.TensorShape([size] + shape.as_list()[1:])
+                                      for shape in ran.input_shapes])
+
+
+EXERCISE = Exercise(
+    name="01.port-the-model", starting_code=STARTING_CODE, solution=solution, run=run_training,
+    call="check_port(train)",
+    free=("the configuration API: an IPUConfig or the SDK's older ipu.utils functions",
+          "when the IPU system is configured: before or after the step is built",
+          "how the step is given to compile (a function, a lambda, functools.partial) and its "
+          "inputs (the batch's tuple or a list)",
+          "how the losses are returned: a list or a tuple, of values or one-element lists"),
+    rules=(Rule("an IPU program ran", _no_engine_run),
+           Rule("the IPU system configured", _configured),
+           Rule("its configuration selects IPUs", _selected),
+           Rule("one IPU", _one_ipu),
+           Rule("one engine run per step", _engine_runs),
+           Rule("a fixed batch shape", _fixed_shape),
+           Rule("a loss per step returned", _losses_returned),
+           Rule("batches of 32", _batch),
+           Rule("the reference's weights", _weights),
+           Rule("the losses the step computed", _losses)),
+    right=_right,
+    probes=(Probe("an IPU program ran", lambda ran: _engine_run_count(ran, 0), "no engine run"),
+            Probe("the IPU system configured", lambda ran: changed(ran, configured=False),
+                  "the IPU system never configured"),
+            Probe("its configuration selects IPUs", lambda ran: changed(ran, selected_ipus=False),
+                  "a configuration that selects no IPUs"),
+            Probe("one IPU", lambda ran: _on_ipus(ran, 2), "the last engine run on 2 IPUs"),
+            Probe("one engine run per step", lambda ran: _engine_run_count(ran, STEPS + 1),
+                  "one engine run too many"),
+            Probe("one engine run per step", lambda ran: _engine_run_count(ran, STEPS - 1),
+                  "one engine run too few"),
+            Probe("a fixed batch shape", lambda ran: _batch_of(ran, None),
+                  "a batch of no fixed size"),
+            Probe("a loss per step returned", lambda ran: changed(ran, returned=None),
+                  "nothing returned"),
+            Probe("a loss per step returned",
+                  lambda ran: changed(ran, returned=list(ran.returned)[:-1]), "one loss fewer"),
+            Probe("a loss per step returned",
+                  lambda ran: changed(ran, returned=list(ran.returned) + [ran.returned[-1]]),
+                  "one loss more"),
+            Probe("batches of 32", lambda ran: _batch_of(ran, BATCH_SIZE + 1),
+                  "one image more per batch"),
+            Probe("batches of 32", lambda ran: _batch_of(ran, BATCH_SIZE - 1),
+                  "one image fewer per batch"),
+            Probe("the reference's weights", lambda ran: changed(ran, weights=scaled_update(
+                ran.weights, 1 + 3 * TOLERANCE)), "the update a little larger"),
+            Probe("the losses the step computed", lambda ran: changed(
+                ran, returned=[1.01 * loss for loss in losses_of(ran.returned)]),
+                "the losses 1 % larger")))
+
+check_port = check_of(
+    EXERCISE, "check_port",
+    """``train(images, labels, steps)``: one engine run per step on the configured IPU, and a
+    loss that falls.""")
+
+
+__all__ = ["EXERCISE", "check_port", "solution", "run_training", "losses_of", "Ran",
+           "STARTING_CODE"]

@@ -9,19 +9,26 @@ once and the whole run of steps with one ``sess.run``.
 The learner writes the whole small program, as ``train(images, labels, steps)``: it builds
 its graph, opens its session and trains for ``steps`` steps.  ``check_loop_on_device`` calls
 it in a fresh graph on a small sample of MNIST and reads the record of what ran: how many
-engine runs, how many loop iterations each made, and whether an infeed fed the iterations.
+engine runs, how many loop iterations each made, and whether an infeed fed the iterations;
+then the batch each iteration took and the weights the run left, beside the reference
+solution's run.  ``EXERCISE`` holds these rules, in the order of the tutorial's tasks, on the
+shared harness.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import tensorflow as tf
 
-from ipu_emulator.code_exercises import (IpuGraph, ProgramRun, code_exercise, run_attempt,
-                                         sample_digits)
-from ipu_emulator.code_exercises.reference import NEVER_RUN_UPDATE, reference_run, weights_problem
+from ipu_emulator import record
+from ipu_emulator.code_exercises import IpuGraph, ProgramRun, run_attempt, sample_digits
+from ipu_emulator.code_exercises.harness import Exercise, Probe, Rule, changed, check_of
+from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, TOLERANCE, scaled_update,
+                                                   weights_problem)
+from ipu_emulator.code_exercises.wording import DIGIT_BYTES, images_per_batch, other_batch
 from ipu_emulator.code_exercises.wording import engine_runs as _runs
-from ipu_emulator.code_exercises.wording import images_per_batch, other_batch
 from ipu_emulator.code_exercises.wording import steps as _iterations
-from ipu_emulator.exercises import not_yet, right
+from ipu_emulator.exercises import Feedback, not_yet
 from ipu_emulator.ipu import ipu_compiler, ipu_infeed_queue, loops, scopes
 
 BATCH_SIZE = 32
@@ -100,74 +107,134 @@ def run_training(train) -> ProgramRun:
     return run_attempt(train, *sample_digits(IMAGES), STEPS, hints=SDK_HINTS, ipus=1)
 
 
-@code_exercise("02.loop-on-device", solution=solution)
-def check_loop_on_device(train):
-    """``train(images, labels, steps)``: all the steps in one engine run fed by an infeed."""
-    if not callable(train):
-        return not_yet("pass the function itself, without calling it: "
-                       "check_loop_on_device(train).")
-    ran = run_training(train)
+def _no_engine_run(ran: ProgramRun) -> Optional[Feedback]:
+    """What the graph holds instead of a loop that ran, and the task that is missing."""
+    if ran.runs.engine_runs:
+        return None
+    held = IpuGraph(ran.graph)
+    if held.programs:
+        return not_yet("you compiled the loop, but the session never ran it: run what "
+                       "ipu.ipu_compiler.compile returned with one sess.run, after the "
+                       "infeed's initializer (task d).")
+    if held.placed_outside_programs:
+        return not_yet("your loop was built inside ipu_scope but not compiled, and your "
+                       "program made no engine run: the scope says where the ops go, "
+                       "compile makes the whole loop one IPU program. Task c: "
+                       "ipu.ipu_compiler.compile(train_all_steps), where train_all_steps "
+                       "returns ipu.loops.repeat(steps, ...); run what compile returns.")
+    return not_yet("your train function ran no IPU program: build the loop inside `with "
+                   "ipu.scopes.ipu_scope(\"/device:IPU:0\"):`, compile it (task c) and "
+                   "run what compile returns with sess.run (task d).")
+
+
+def _one_engine_run(ran: ProgramRun) -> Optional[Feedback]:
     runs = ran.runs
-    if runs.engine_runs == 0:
-        held = IpuGraph(ran.graph)
-        if held.programs:
-            return not_yet("you compiled the loop, but the session never ran it: run what "
-                           "ipu.ipu_compiler.compile returned with one sess.run, after the "
-                           "infeed's initializer (task d).")
-        if held.placed_outside_programs:
-            return not_yet("your loop was built inside ipu_scope but not compiled, and your "
-                           "program made no engine run: the scope says where the ops go, "
-                           "compile makes the whole loop one IPU program. Task c: "
-                           "ipu.ipu_compiler.compile(train_all_steps), where train_all_steps "
-                           "returns ipu.loops.repeat(steps, ...); run what compile returns.")
-        return not_yet("your train function ran no IPU program: build the loop inside `with "
-                       "ipu.scopes.ipu_scope(\"/device:IPU:0\"):`, compile it (task c) and "
-                       "run what compile returns with sess.run (task d).")
+    if runs.engine_runs <= 1:
+        return None
     counts = [run.iterations for run in runs.runs]
-    fed = [run.infeed_bytes_per_iteration for run in runs.runs]
-    if runs.engine_runs > 1:
-        if all(count == 1 for count in counts):
-            return not_yet(f"your program made {_runs(runs.engine_runs)} of one step each: the "
-                           f"loop is still outside the IPU program, in Python around sess.run. "
-                           f"Task b: build the step as the body of ipu.loops.repeat(steps, ...) "
-                           f"inside the compiled function, and call sess.run once.")
-        return not_yet(f"your program made {_runs(runs.engine_runs)} (of "
-                       f"{', '.join(map(str, counts))} steps): the loop is on the IPU, but the "
-                       f"host still launches it more than once. Give repeat all {STEPS} steps "
-                       f"and call sess.run on the program once.")
-    [run] = runs.runs
-    if not any(fed):
-        return not_yet(f"your program made one engine run of {_iterations(run.iterations)}, "
-                       f"but no infeed fed it: every step trained on the same batch, given "
-                       f"to the program once when the run started. Tasks a "
-                       f"and c: wrap the dataset in an IPUInfeedQueue, pass it as repeat's "
-                       f"infeed_queue, and compile the loop with no inputs.")
-    if run.iterations != STEPS:
-        return not_yet(f"your program made one engine run of {_iterations(run.iterations)}, "
-                       f"fed by the infeed, but the check asked train for {STEPS} steps: "
-                       f"repeat's count is train's `steps` argument.")
-    problem = other_batch(images_per_batch(run.infeed_bytes_per_iteration), BATCH_SIZE,
-                          f"your program made one engine run of {STEPS} steps fed by the infeed")
-    if problem is not None:
-        return problem
-    reference = reference_run("02.loop-on-device", lambda: run_training(solution))
-    problem = weights_problem(
-        ran.weights, reference.weights,
-        f"your program made one engine run of {STEPS} steps fed by the infeed",
+    if all(count == 1 for count in counts):
+        return not_yet(f"your program made {_runs(runs.engine_runs)} of one step each: the "
+                       f"loop is still outside the IPU program, in Python around sess.run. "
+                       f"Task b: build the step as the body of ipu.loops.repeat(steps, ...) "
+                       f"inside the compiled function, and call sess.run once.")
+    return not_yet(f"your program made {_runs(runs.engine_runs)} (of "
+                   f"{', '.join(map(str, counts))} steps): the loop is on the IPU, but the "
+                   f"host still launches it more than once. Give repeat all {STEPS} steps "
+                   f"and call sess.run on the program once.")
+
+
+def _infeed(ran: ProgramRun) -> Optional[Feedback]:
+    [run] = ran.runs.runs
+    if run.infeed_bytes_per_iteration:
+        return None
+    return not_yet(f"your program made one engine run of {_iterations(run.iterations)}, "
+                   f"but no infeed fed it: every step trained on the same batch, given "
+                   f"to the program once when the run started. Tasks a "
+                   f"and c: wrap the dataset in an IPUInfeedQueue, pass it as repeat's "
+                   f"infeed_queue, and compile the loop with no inputs.")
+
+
+def _steps(ran: ProgramRun) -> Optional[Feedback]:
+    [run] = ran.runs.runs
+    if run.iterations == STEPS:
+        return None
+    return not_yet(f"your program made one engine run of {_iterations(run.iterations)}, "
+                   f"fed by the infeed, but the check asked train for {STEPS} steps: "
+                   f"repeat's count is train's `steps` argument.")
+
+
+WHAT_RAN = f"your program made one engine run of {STEPS} steps fed by the infeed"
+
+
+def _batch(ran: ProgramRun) -> Optional[Feedback]:
+    [run] = ran.runs.runs
+    return other_batch(images_per_batch(run.infeed_bytes_per_iteration), BATCH_SIZE, WHAT_RAN)
+
+
+def _weights(ran: ProgramRun) -> Optional[Feedback]:
+    return weights_problem(
+        ran.weights, ran.reference.weights, WHAT_RAN,
         f"The loop body returns minimize's result with any running values (task b): "
         f"{NEVER_RUN_UPDATE}.",
         "The loop keeps the step of the starting code (its model, loss and "
         "GradientDescentOptimizer(0.05)), one batch of 32 per step.")
-    if problem is not None:
-        return problem
-    return right(f"one engine run of {run.iterations} iterations, fed by the infeed: each "
-                 f"iteration took the next batch from it ({run.infeed_bytes_per_iteration:,} "
-                 f"bytes: {images_per_batch(run.infeed_bytes_per_iteration)} images and their "
-                 f"labels), so the host launched the program once instead of "
-                 f"{run.iterations} times, and the weights ended where "
-                 f"the tutorial's program leaves them. On an IPU system each launch costs "
-                 f"about a millisecond, longer than a step of this model: the sections below "
-                 f"measure it.")
 
 
-__all__ = ["check_loop_on_device", "solution", "run_training", "STARTING_CODE"]
+def _right(ran: ProgramRun) -> str:
+    [run] = ran.runs.runs
+    return (f"one engine run of {run.iterations} iterations, fed by the infeed: each "
+            f"iteration took the next batch from it ({run.infeed_bytes_per_iteration:,} "
+            f"bytes: {images_per_batch(run.infeed_bytes_per_iteration)} images and their "
+            f"labels), so the host launched the program once instead of "
+            f"{run.iterations} times, and the weights ended where "
+            f"the tutorial's program leaves them. On an IPU system each launch costs "
+            f"about a millisecond, longer than a step of this model: the sections below "
+            f"measure it.")
+
+
+def _engine_runs(ran: ProgramRun, count: int, **values) -> ProgramRun:
+    """``ran`` with ``count`` engine runs like its last one (changed by ``values``)."""
+    run = changed(ran.runs.runs[-1], **values)
+    return changed(ran, runs=record.ProgramRecord([run] * count))
+
+
+EXERCISE = Exercise(
+    name="02.loop-on-device", starting_code=STARTING_CODE, solution=solution, run=run_training,
+    call="check_loop_on_device(train)",
+    free=("the loop: ipu.loops.repeat, or a while_loop counting the steps",
+          "what the loop carries: a running total of the loss, a step count or nothing",
+          "what train returns"),
+    rules=(Rule("an IPU program ran", _no_engine_run),
+           Rule("one engine run", _one_engine_run),
+           Rule("an infeed feeds the loop", _infeed),
+           Rule("20 steps in the run", _steps),
+           Rule("batches of 32", _batch),
+           Rule("the reference's weights", _weights)),
+    right=_right,
+    probes=(Probe("an IPU program ran", lambda ran: _engine_runs(ran, 0), "no engine run"),
+            Probe("one engine run", lambda ran: _engine_runs(ran, 2),
+                  "one engine run too many"),
+            Probe("one engine run", lambda ran: _engine_runs(ran, STEPS, iterations=1),
+                  "the loop left in Python: an engine run per step"),
+            Probe("an infeed feeds the loop",
+                  lambda ran: _engine_runs(ran, 1, infeed_bytes_per_iteration=0),
+                  "no infeed"),
+            Probe("20 steps in the run", lambda ran: _engine_runs(ran, 1, iterations=STEPS + 1),
+                  "one step more"),
+            Probe("20 steps in the run", lambda ran: _engine_runs(ran, 1, iterations=STEPS - 1),
+                  "one step fewer"),
+            Probe("batches of 32", lambda ran: _engine_runs(
+                ran, 1, infeed_bytes_per_iteration=(BATCH_SIZE + 1) * DIGIT_BYTES),
+                "one image more per batch"),
+            Probe("batches of 32", lambda ran: _engine_runs(
+                ran, 1, infeed_bytes_per_iteration=(BATCH_SIZE - 1) * DIGIT_BYTES),
+                "one image fewer per batch"),
+            Probe("the reference's weights", lambda ran: changed(ran, weights=scaled_update(
+                ran.weights, 1 + 3 * TOLERANCE)), "the update a little larger")))
+
+check_loop_on_device = check_of(
+    EXERCISE, "check_loop_on_device",
+    """``train(images, labels, steps)``: all the steps in one engine run fed by an infeed.""")
+
+
+__all__ = ["EXERCISE", "check_loop_on_device", "solution", "run_training", "STARTING_CODE"]
