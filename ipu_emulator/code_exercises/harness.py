@@ -82,8 +82,8 @@ class Exercise:
 
     def judge(self, *programs) -> Feedback:
         """The verdict on the learner's functions (the solution's tuple, in solutions mode)."""
-        if len(programs) == 1 and isinstance(programs[0], tuple):
-            programs = programs[0]
+        if programs and isinstance(programs[0], tuple):   # the solution, in place of the
+            programs = programs[0]                         # first of the learner's functions
         if len(programs) != self.arguments or not all(map(callable, programs)):
             what = ("the function itself," if self.arguments == 1 else
                     f"{'both' if self.arguments == 2 else 'all'} functions, each")

@@ -19,17 +19,19 @@ time, against every other choice of options on the same stages.
 from __future__ import annotations
 
 import itertools
-from typing import Dict, Tuple
+from dataclasses import dataclass
+from typing import Dict, FrozenSet, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
-from ipu_emulator.code_exercises import as_a_fresh_script, code_exercise, sample_digits
-from ipu_emulator.code_exercises.reference import (optimizer_kinds, reference_run, same_values,
-                                                   weights_problem)
+from ipu_emulator.code_exercises import as_a_fresh_script, sample_digits
+from ipu_emulator.code_exercises.harness import Exercise, Probe, Rule, changed, check_of
+from ipu_emulator.code_exercises.reference import (TOLERANCE, Facts, optimizer_kinds,
+                                                   same_values, scaled_update, weights_problem)
 from ipu_emulator.code_exercises.weights import WeightWatch
-from ipu_emulator.exercises import not_yet, right
+from ipu_emulator.exercises import Feedback, not_yet
 from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue,
                               pipelining_ops, scopes)
 from ipu_emulator.sim.passes import one_pass
@@ -134,12 +136,23 @@ def solution_pipelined_model(infeed, outfeed):
 SOLUTION = (solution_configure_ipus, solution_pipelined_model)
 
 
-def run_program(configure_ipus, pipelined_model
-                ) -> Tuple[record.EngineRun, np.ndarray, WeightWatch]:
+@dataclass
+class MemoryRun(Facts):
+    """What one run of the learner's two functions did: the last engine run's record (its
+    pipeline settings and measured stages), the losses the outfeed brought back, the weights
+    (start and end) and the kinds of weight update the graph built (``optimizer_kinds``)."""
+
+    run: record.EngineRun
+    losses: np.ndarray
+    weights: WeightWatch
+    optimizers: FrozenSet[str] = frozenset()
+
+
+def run_program(configure_ipus, pipelined_model) -> MemoryRun:
     """Configure with ``configure_ipus()``, build ``pipelined_model(infeed, outfeed)`` on the
-    MNIST sample, run it ``RUNS`` times; return the last engine run's record and the losses.
-    An error in the learner's code raises ``LearnerCodeFailed``; the IPU system the learner
-    configured before is configured again afterwards."""
+    MNIST sample, run it ``RUNS`` times; what it did (the last engine run's record, the
+    losses, the weights).  An error in the learner's code raises ``LearnerCodeFailed``; the
+    IPU system the learner configured before is configured again afterwards."""
     weights = WeightWatch()
     with as_a_fresh_script(SDK_HINTS, seed=1, watch=weights) as graph:
         configure_ipus()
@@ -161,7 +174,8 @@ def run_program(configure_ipus, pipelined_model
                     session.run(train)
                     losses.append(np.asarray(session.run(dequeue), dtype=np.float64))
             weights.read(session)
-    return runs.runs[-1], np.concatenate([np.ravel(loss) for loss in losses]), weights
+    return MemoryRun(runs.runs[-1], np.concatenate([np.ravel(loss) for loss in losses]),
+                     weights, optimizer_kinds(weights))
 
 
 def options_of(run: record.EngineRun) -> Dict:
@@ -191,10 +205,6 @@ def fastest_fitting(stages) -> Dict:
     return min(fitting, key=lambda f: f[:2])[2]
 
 
-def _reference():
-    return reference_run("12.fit-in-memory", lambda: run_program(*SOLUTION))
-
-
 def _kinds(kinds) -> str:
     return " and ".join(sorted(kinds)) if kinds else "no optimizer"
 
@@ -208,20 +218,29 @@ def _described(options: Dict) -> str:
     return ", ".join(names) if names else "no memory option"
 
 
-@code_exercise("12.fit-in-memory", solution=SOLUTION)
-def check_fits_in_memory(configure_ipus, pipelined_model=None):
-    """``configure_ipus()`` and ``pipelined_model(infeed, outfeed)``: IPU 0 within the budget,
-    with the shortest pass."""
-    if isinstance(configure_ipus, tuple):  # the solution, in solutions mode
-        configure_ipus, pipelined_model = configure_ipus
-    if not (callable(configure_ipus) and callable(pipelined_model)):
-        return not_yet("pass both functions, each without calling it: "
-                       "check_fits_in_memory(configure_ipus, pipelined_model).")
-    run, losses, weights = run_program(configure_ipus, pipelined_model)
-    if run.pipeline is None:
+def _peak_and_seconds(ran: MemoryRun) -> Tuple[float, float]:
+    """IPU 0's peak memory and one pass's time with the options the run used."""
+    return priced(ran.run.stages, options_of(ran.run))
+
+
+def _measured(ran: MemoryRun) -> str:
+    """What the learner's options cost, beside the same stages with none of them."""
+    peak, seconds = _peak_and_seconds(ran)
+    reference_peak, reference_seconds = priced(ran.run.stages, {})
+    return (f"your pipeline ran with {_described(options_of(ran.run))}: IPU 0 peaks at "
+            f"{peak:.2f} MB (reference {reference_peak:.2f} MB), one pass takes "
+            f"{seconds * 1e6:.0f} µs (reference {reference_seconds * 1e6:.0f} µs)")
+
+
+def _a_pipeline(ran: MemoryRun) -> Optional[Feedback]:
+    if ran.run.pipeline is None:
         return not_yet("your program ran no pipeline: pipelined_model must return what "
                        "ipu.pipelining_ops.pipeline(...) returns.")
-    settings = run.pipeline
+    return None
+
+
+def _counts(ran: MemoryRun) -> Optional[Feedback]:
+    settings = ran.run.pipeline
     if (settings.gradient_accumulation_count, settings.repeat_count) != (
             GRADIENT_ACCUMULATION_COUNT, REPEAT_COUNT):
         return not_yet(f"your pipeline ran {settings.repeat_count} passes of "
@@ -230,69 +249,171 @@ def check_fits_in_memory(configure_ipus, pipelined_model=None):
                        f"fits the same training in memory: keep "
                        f"gradient_accumulation_count={GRADIENT_ACCUMULATION_COUNT} and "
                        f"repeat_count={REPEAT_COUNT}, and change only the memory options.")
-    _, reference_losses, reference_weights = _reference()
-    kinds, wanted = optimizer_kinds(weights), optimizer_kinds(reference_weights)
-    if kinds != wanted:
-        return not_yet(f"your pipeline updated the weights with {_kinds(kinds)}, not the "
-                       f"notebook's momentum optimizer: its state, as big as the weights, is "
-                       f"one of the terms to fit. Keep optimizer_function as the notebook "
+    return None
+
+
+def _optimizer(ran: MemoryRun) -> Optional[Feedback]:
+    if ran.optimizers != ran.reference.optimizers:
+        return not_yet(f"your pipeline updated the weights with {_kinds(ran.optimizers)}, not "
+                       f"the notebook's momentum optimizer: its state, as big as the weights, "
+                       f"is one of the terms to fit. Keep optimizer_function as the notebook "
                        f"gives it, and change only the memory options.")
-    options = options_of(run)
-    peak, seconds = priced(run.stages, options)
-    reference_peak, reference_seconds = priced(run.stages, {})
-    measured = (f"your pipeline ran with {_described(options)}: IPU 0 peaks at {peak:.2f} MB "
-                f"(reference {reference_peak:.2f} MB), one pass takes {seconds * 1e6:.0f} µs "
-                f"(reference {reference_seconds * 1e6:.0f} µs)")
-    if "offload_weights" in run.pipeline.unmodelled_options:
-        return not_yet(f"{measured}. You passed offload_weights=True: in Graphcore's SDK it "
-                       f"offloads the weights that replicated_weight_sharding partitions "
+    return None
+
+
+def _offload_weights(ran: MemoryRun) -> Optional[Feedback]:
+    if "offload_weights" in ran.run.pipeline.unmodelled_options:
+        return not_yet(f"{_measured(ran)}. You passed offload_weights=True: in Graphcore's SDK "
+                       f"it offloads the weights that replicated_weight_sharding partitions "
                        f"across replicas, and does nothing on this unreplicated pipeline. The "
                        f"optimizer's state goes to streaming memory with "
                        f"offload_weight_update_variables=True.")
-    if not np.isfinite(losses).all() or not losses.size:
-        return not_yet(f"{measured}, but the outfeed returned no finite loss: keep "
+    return None
+
+
+def _finite_losses(ran: MemoryRun) -> Optional[Feedback]:
+    if not np.isfinite(ran.losses).all() or not ran.losses.size:
+        return not_yet(f"{_measured(ran)}, but the outfeed returned no finite loss: keep "
                        f"outfeed_loss=True and the notebook's optimizer_function.")
-    if peak > BUDGET_MB:
-        if not options["recompute"] and run.pipeline.recomputation_mode != "Auto":
-            return not_yet(f"{measured}: over the {BUDGET_MB} MB budget. Your pipeline asks "
-                           f"for recomputation_mode={run.pipeline.recomputation_mode}, but "
-                           f"nothing was recomputed: the pipeline recomputes only when the "
-                           f"system was configured with config.allow_recompute = True, set "
-                           f"before config.configure_ipu_system().")
-        if not _switched_on(options):
-            return not_yet(f"{measured}: over the {BUDGET_MB} MB budget. Which terms make up "
-                           f"IPU 0's memory (the sum printed under the reference run's "
-                           f"trace), and which option shrinks each?")
-        if len(_switched_on(options)) == 1:
-            return not_yet(f"{measured}: over the {BUDGET_MB} MB budget. No single option "
-                           f"saves enough: their savings add up when they shrink different "
-                           f"terms (the accumulators, the optimizer's state, the kept "
-                           f"activations).")
-        return not_yet(f"{measured}: over the {BUDGET_MB} MB budget. Which term of IPU 0's "
-                       f"memory do your options not touch yet? The activations are the "
-                       f"smallest.")
-    best = fastest_fitting(run.stages)
-    _, best_seconds = priced(run.stages, best)
+    return None
+
+
+def _budget(ran: MemoryRun) -> Optional[Feedback]:
+    peak, _ = _peak_and_seconds(ran)
+    if peak <= BUDGET_MB:
+        return None
+    measured, settings, options = _measured(ran), ran.run.pipeline, options_of(ran.run)
+    if not options["recompute"] and settings.recomputation_mode != "Auto":
+        return not_yet(f"{measured}: over the {BUDGET_MB} MB budget. Your pipeline asks "
+                       f"for recomputation_mode={settings.recomputation_mode}, but "
+                       f"nothing was recomputed: the pipeline recomputes only when the "
+                       f"system was configured with config.allow_recompute = True, set "
+                       f"before config.configure_ipu_system().")
+    if not _switched_on(options):
+        return not_yet(f"{measured}: over the {BUDGET_MB} MB budget. Which terms make up "
+                       f"IPU 0's memory (the sum printed under the reference run's "
+                       f"trace), and which option shrinks each?")
+    if len(_switched_on(options)) == 1:
+        return not_yet(f"{measured}: over the {BUDGET_MB} MB budget. No single option "
+                       f"saves enough: their savings add up when they shrink different "
+                       f"terms (the accumulators, the optimizer's state, the kept "
+                       f"activations).")
+    return not_yet(f"{measured}: over the {BUDGET_MB} MB budget. Which term of IPU 0's "
+                   f"memory do your options not touch yet? The activations are the "
+                   f"smallest.")
+
+
+def _shortest_pass(ran: MemoryRun) -> Optional[Feedback]:
+    _, seconds = _peak_and_seconds(ran)
+    _, best_seconds = priced(ran.run.stages, fastest_fitting(ran.run.stages))
     if seconds > best_seconds * 1.005:
-        return not_yet(f"{measured}: it fits, but an option you chose costs time without "
+        return not_yet(f"{_measured(ran)}: it fits, but an option you chose costs time without "
                        f"being needed for the budget. Which can you drop and still fit?")
-    problem = weights_problem(
-        weights, reference_weights, f"{measured}: it fits, with the shortest "
+    return None
+
+
+def _weights(ran: MemoryRun) -> Optional[Feedback]:
+    return weights_problem(
+        ran.weights, ran.reference.weights, f"{_measured(ran)}: it fits, with the shortest "
         f"pass", "Keep optimizer_function as the notebook gives it.",
         "The memory options move where values live, not what the pipeline computes: keep "
         "the notebook's stages and optimizer_function, 16 micro-batches per update.")
-    if problem is not None:
-        return problem
-    if not same_values(losses, reference_losses):
-        return not_yet(f"{measured}: it fits, with the shortest pass, but the outfeed "
+
+
+def _losses(ran: MemoryRun) -> Optional[Feedback]:
+    if not same_values(ran.losses, ran.reference.losses):
+        return not_yet(f"{_measured(ran)}: it fits, with the shortest pass, but the outfeed "
                        f"brought back other values than the losses the stages computed: "
                        f"keep outfeed_loss=True.")
-    return right(f"{measured}: it fits, with the shortest pass. Float16 accumulators halve "
-                 f"the accumulators at no cost in time (their price is precision); the "
-                 f"offloaded optimizer state stays off the chip for most of the pass, for two "
-                 f"stream copies per weight update. Recomputation and offloaded activations "
-                 f"shrink only the activations, a small term here, and add time.")
+    return None
 
 
-__all__ = ["check_fits_in_memory", "SOLUTION", "run_program", "STARTING_CODE", "stage1",
-           "stage2", "optimizer_function", "BUDGET_MB"]
+def _right(ran: MemoryRun) -> str:
+    return (f"{_measured(ran)}: it fits, with the shortest pass. Float16 accumulators halve "
+            f"the accumulators at no cost in time (their price is precision); the "
+            f"offloaded optimizer state stays off the chip for most of the pass, for two "
+            f"stream copies per weight update. Recomputation and offloaded activations "
+            f"shrink only the activations, a small term here, and add time.")
+
+
+def _pipeline(ran: MemoryRun, **values) -> MemoryRun:
+    """``ran`` with its pipeline's settings changed: for the probes."""
+    return changed(ran, run=changed(ran.run, pipeline=changed(ran.run.pipeline, **values)))
+
+
+# Every memory option at its default: the notebook's pipeline before the exercise.
+_NO_OPTION = {name: values[0] for name, values in MEMORY_OPTIONS.items()}
+
+EXERCISE = Exercise(
+    name="12.fit-in-memory", starting_code=STARTING_CODE, solution=SOLUTION, run=run_program,
+    call="check_fits_in_memory(configure_ipus, pipelined_model)", arguments=2,
+    # The check prices the options the run used, never their names: any choice that fits
+    # with the shortest pass (to 0.5 %) is right.
+    free=("which memory options, among those that fit IPU 0 in the budget with the shortest "
+          "pass",),
+    rules=(Rule("a pipeline ran", _a_pipeline),
+           Rule("16 micro-batches per update, 2 passes per run", _counts),
+           Rule("the notebook's momentum optimizer", _optimizer),
+           Rule("no offload_weights for the optimizer's state", _offload_weights),
+           Rule("finite losses outfed", _finite_losses),
+           Rule("IPU 0 within the budget", _budget),
+           Rule("the shortest pass", _shortest_pass),
+           Rule("the reference's weights", _weights),
+           Rule("the reference's losses", _losses)),
+    right=_right,
+    probes=(Probe("a pipeline ran", lambda ran: changed(ran, run=changed(ran.run, pipeline=None)),
+                  "no pipeline"),
+            Probe("16 micro-batches per update, 2 passes per run",
+                  lambda ran: _pipeline(
+                      ran, gradient_accumulation_count=GRADIENT_ACCUMULATION_COUNT + 1),
+                  "one micro-batch more per update"),
+            Probe("16 micro-batches per update, 2 passes per run",
+                  lambda ran: _pipeline(
+                      ran, gradient_accumulation_count=GRADIENT_ACCUMULATION_COUNT - 1),
+                  "one micro-batch fewer per update"),
+            Probe("16 micro-batches per update, 2 passes per run",
+                  lambda ran: _pipeline(ran, repeat_count=REPEAT_COUNT + 1),
+                  "one pass more per run"),
+            Probe("16 micro-batches per update, 2 passes per run",
+                  lambda ran: _pipeline(ran, repeat_count=REPEAT_COUNT - 1),
+                  "one pass fewer per run"),
+            Probe("the notebook's momentum optimizer",
+                  lambda ran: changed(ran, optimizers=frozenset({"GradientDescent"})),
+                  "another optimizer"),
+            Probe("no offload_weights for the optimizer's state",
+                  lambda ran: _pipeline(ran, unmodelled_options=("offload_weights",)),
+                  "offload_weights=True passed"),
+            Probe("finite losses outfed",
+                  lambda ran: changed(ran, losses=np.full_like(ran.losses, np.nan)),
+                  "no finite loss"),
+            Probe("finite losses outfed", lambda ran: changed(ran, losses=np.zeros(0)),
+                  "no loss at all"),
+            Probe("IPU 0 within the budget", lambda ran: _pipeline(ran, **_NO_OPTION),
+                  "no memory option"),
+            Probe("IPU 0 within the budget",
+                  lambda ran: _pipeline(ran, offload_weights=False),
+                  "float16 accumulators alone"),
+            Probe("IPU 0 within the budget",
+                  lambda ran: _pipeline(ran, accumulation_dtype_bytes=4, recompute=True),
+                  "recomputation and offloading, the accumulators left as they were"),
+            Probe("IPU 0 within the budget",
+                  lambda ran: _pipeline(ran, **_NO_OPTION,
+                                        recomputation_mode="RecomputeThenBackpropagate"),
+                  "a recomputation mode the system does not allow"),
+            Probe("the shortest pass", lambda ran: _pipeline(ran, offload_activations=True),
+                  "an unneeded option switched on: offloaded activations"),
+            Probe("the shortest pass", lambda ran: _pipeline(ran, recompute=True),
+                  "an unneeded option switched on: recomputation"),
+            Probe("the reference's weights", lambda ran: changed(ran, weights=scaled_update(
+                ran.weights, 1 + 3 * TOLERANCE)), "the update a little larger"),
+            Probe("the reference's losses", lambda ran: changed(ran, losses=ran.losses * 1.01),
+                  "the losses 1 % off")))
+
+check_fits_in_memory = check_of(
+    EXERCISE, "check_fits_in_memory",
+    """``configure_ipus()`` and ``pipelined_model(infeed, outfeed)``: IPU 0 within the budget,
+    with the shortest pass.""")
+
+
+__all__ = ["EXERCISE", "check_fits_in_memory", "SOLUTION", "run_program", "MemoryRun",
+           "STARTING_CODE", "stage1", "stage2", "optimizer_function", "BUDGET_MB"]

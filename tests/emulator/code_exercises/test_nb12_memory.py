@@ -135,10 +135,10 @@ def test_each_wrong_attempt_gets_its_own_hint(attempt):
 
 
 def test_recomputation_really_ran_when_the_system_allowed_it():
-    run, losses, _ = code_exercises.run_program(configure_for_recomputation,
-                                             pipeline(recomputation_mode=RECOMPUTE))
-    assert run.pipeline.recompute and losses.size == 2 * 2 * 16
-    run, _, _ = code_exercises.run_program(configure_plainly, mode_without_permission)
+    ran = code_exercises.run_program(configure_for_recomputation,
+                                     pipeline(recomputation_mode=RECOMPUTE))
+    assert ran.run.pipeline.recompute and ran.losses.size == 2 * 2 * 16
+    run = code_exercises.run_program(configure_plainly, mode_without_permission).run
     assert not run.pipeline.recompute and run.pipeline.offload_weights
     assert run.pipeline.accumulation_dtype_bytes == 2
 
