@@ -9,14 +9,18 @@ each batch from the infeed that ``iter(dataset)`` makes inside the strategy's sc
 the runs.  They write it as ``train(dataset, steps)``; ``check_outfeed_loop`` calls it with
 ``STEPS`` steps of a small MNIST sample and reads the record of what ran: the engine runs and
 their iterations, whether an infeed fed them, how many losses each run sent to the outfeed;
-and how many losses ``train`` returned.
+and how many losses ``train`` returned.  Its rules (``EXERCISE``, on the shared harness) follow
+the tasks' order.
 
 ``03.keras-steps-per-execution``.  The learner starts from a Keras model trained with ``fit``
 inside an ``IPUStrategy``, as one would write it for a CPU: ``batch(32)`` and one step per
 execution.  They batch with ``drop_remainder=True`` and pass ``steps_per_execution`` to
 ``compile``, a divisor of the batches in an epoch.  ``check_keras_steps_per_execution`` calls
 their ``train_keras(images, labels)`` on ``KERAS_IMAGES`` sample digits and reads the engine
-runs ``fit`` made and their iterations.
+runs ``fit`` made and their iterations (``KERAS_EXERCISE``).
+
+Both run the learner's TF2 code eagerly, even in a process that switched TensorFlow 1
+behaviour on (the test suite's, which judges every exercise's reference run).
 
 The learner's code uses the notebook's ``make_model``, ``make_optimizer`` and
 ``loss_and_update``; this module has the same three, for its solutions and tests.
@@ -26,18 +30,21 @@ from __future__ import annotations
 import contextlib
 import functools
 import re
+from dataclasses import dataclass
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.eager import context
 
 from ipu_emulator import record
-from ipu_emulator.code_exercises.reference import (compare_weights, reference_run, same_values,
-                                                   weights_problem)
+from ipu_emulator.code_exercises.harness import Exercise, Probe, Rule, changed, check_of
+from ipu_emulator.code_exercises.reference import (TOLERANCE, compare_weights, same_values,
+                                                   scaled_update, weights_problem)
 from ipu_emulator.code_exercises.weights import WeightWatch
-from ipu_emulator.code_exercises import (LearnerCodeFailed, code_exercise, learner_error,
+from ipu_emulator.code_exercises import (LearnerCodeFailed, ProgramRun, learner_error,
                                          sample_digits)
 from ipu_emulator.code_exercises.wording import engine_runs as _runs, steps as _steps
-from ipu_emulator.exercises import not_yet, right
+from ipu_emulator.exercises import not_yet
 from ipu_emulator.ipu import config, ipu_outfeed_queue, ipu_strategy
 from ipu_emulator.runtime import ipu_backend
 
@@ -195,13 +202,17 @@ def keras_solution(images, labels):
 
 # --- running an attempt ---------------------------------------------------------------------
 
-def _run(attempt, *args):
+def _run(attempt, *args) -> ProgramRun:
     """``attempt(*args)`` on one freshly configured IPU, its weights started as the
-    reference's (``weights.WeightWatch``): the record of its engine runs, what it returned
-    and the weights.  An error in the learner's code raises ``LearnerCodeFailed``; the IPU
-    system the learner configured, if any, is configured again afterwards."""
+    reference's (``weights.WeightWatch``), eagerly: what it did.  An error in the learner's
+    code raises ``LearnerCodeFailed``; the IPU system the learner configured, if any, is
+    configured again afterwards.
+
+    Not the package's ``run_attempt``: that builds a TensorFlow 1 program in a fresh graph
+    with a graph-level seed, where this TF2 code must run eagerly (``iter(dataset)`` and
+    ``strategy.run`` refuse a graph), and its errors keep the variables' values."""
     try:
-        with ipu_backend.configuration_kept():
+        with ipu_backend.configuration_kept(), _eagerly():
             config.reset_ipu_configuration()   # as a fresh script: the device is configured below
             device = config.IPUConfig()
             device.auto_select_ipus = 1
@@ -211,7 +222,14 @@ def _run(attempt, *args):
                 returned = attempt(*args)
     except Exception as error:  # pylint: disable=broad-except  (the learner's code: a hint)
         raise LearnerCodeFailed(learner_error(_without_values(error), SDK_HINTS)) from error
-    return runs, returned, weights
+    return ProgramRun(runs, returned, weights)
+
+
+def _eagerly():
+    """Eager execution for the attempt.  A notebook's TF2 kernel has it already; a process
+    that switched TensorFlow 1 behaviour on (the test suite's graph-mode processes, which
+    judge every exercise's reference run) gets it for the run only: these are TF2 programs."""
+    return contextlib.nullcontext() if tf.executing_eagerly() else context.eager_mode()
 
 
 # A variable's repr in an error message (TensorFlow's "not created in the distribution
@@ -232,15 +250,21 @@ def _without_values(error: BaseException) -> BaseException:
         return error
 
 
-def run_training(train):
+@dataclass
+class OutfeedRun(ProgramRun):
+    """What ``train`` did (``ProgramRun``), and how many times it dequeued an outfeed."""
+
+    dequeues: int = 0
+
+
+def run_training(train) -> OutfeedRun:
     """``train(dataset, STEPS)`` on batches of 32 sample digits, repeated: the record, the
     losses ``train`` returned, the weights and how many times it dequeued an outfeed."""
     images, labels = sample_digits(20 * BATCH_SIZE)
-    dataset = tf.data.Dataset.from_tensor_slices((images, labels)).repeat()
-    with _counting_dequeues() as dequeues:
-        runs, returned, weights = _run(train, dataset.batch(BATCH_SIZE, drop_remainder=True),
-                                       STEPS)
-    return runs, returned, weights, dequeues[0]
+    with _eagerly(), _counting_dequeues() as dequeues:   # an eager dataset, for iter()
+        dataset = tf.data.Dataset.from_tensor_slices((images, labels)).repeat()
+        ran = _run(train, dataset.batch(BATCH_SIZE, drop_remainder=True), STEPS)
+    return OutfeedRun(ran.runs, ran.returned, ran.weights, dequeues=dequeues[0])
 
 
 @contextlib.contextmanager
@@ -261,14 +285,18 @@ def _counting_dequeues():
         ipu_outfeed_queue.IPUOutfeedQueue.dequeue = original
 
 
-def run_keras_training(train_keras):
-    """``train_keras(images, labels)`` on ``KERAS_IMAGES`` sample digits: the record and the
-    weights."""
-    runs, _, weights = _run(train_keras, *sample_digits(KERAS_IMAGES))
-    return runs, weights
+def run_keras_training(train_keras) -> ProgramRun:
+    """``train_keras(images, labels)`` on ``KERAS_IMAGES`` sample digits: the record, what it
+    returned (fit's history) and the weights."""
+    return _run(train_keras, *sample_digits(KERAS_IMAGES))
 
 
-# --- feedback -------------------------------------------------------------------------------
+# --- what a run did, in words -----------------------------------------------------------------
+
+def _counts(ran: ProgramRun):
+    """The steps (iterations) of each engine run."""
+    return [run.iterations for run in ran.runs.runs]
+
 
 def _shape_of_runs(counts) -> str:
     """"6 engine runs of 10 steps each", or "3 engine runs (of 25, 25 and 10 steps)"."""
@@ -277,6 +305,10 @@ def _shape_of_runs(counts) -> str:
         return f"{_runs(len(counts))} of {_steps(counts[0])}{each}"
     listed = ", ".join(map(str, counts[:-1])) + f" and {counts[-1]}"
     return f"{_runs(len(counts))} (of {listed} steps)"
+
+
+def _shape(ran: ProgramRun) -> str:
+    return _shape_of_runs(_counts(ran))
 
 
 def _count_returned(returned):
@@ -293,131 +325,309 @@ def _dequeues(count: int) -> str:
     return "one dequeue" if count == 1 else f"{count} dequeues"
 
 
-@code_exercise("03.outfeed-loop", solution=solution)
-def check_outfeed_loop(train):
-    """``train(dataset, steps)``: ``steps`` training steps in engine runs of
-    ``steps_per_execution`` steps, fed by an infeed, every loss sent through an outfeed and
-    returned by one dequeue at the end."""
-    if not callable(train):
-        return not_yet("pass the function itself, without calling it: "
-                       "check_outfeed_loop(train).")
-    runs, returned, weights, dequeues = run_training(train)
-    if runs.engine_runs == 0:
+# --- 03.outfeed-loop: its rules, in the order of tutorial 3's tasks ---------------------------
+
+def _sent(ran: OutfeedRun):
+    """The losses each engine run enqueued to the outfeed."""
+    return [run.outfeed_enqueues or 0 for run in ran.runs.runs]
+
+
+def _no_engine_run(ran: OutfeedRun):
+    if ran.runs.engine_runs == 0:
         return not_yet("your train function ran no IPU program: call strategy.run on your "
                        "tf.function inside the strategy's scope (task d).")
-    counts = [run.iterations for run in runs.runs]
-    fed = all(run.infeed_bytes_per_iteration for run in runs.runs)
-    sent = [run.outfeed_enqueues or 0 for run in runs.runs]
-    shape = _shape_of_runs(counts)
-    if not fed:
-        if all(count == 1 for count in counts):
-            return not_yet(f"your program made {shape}, each given its batch by the host: the "
-                           f"loop is still in Python around strategy.run. Task b: loop over "
-                           f"tf.range(steps_per_execution) inside the tf.function, taking each "
-                           f"batch with next() from iter(dataset) made inside the scope.")
-        return not_yet(f"your program made {shape}, but no infeed fed them: the host handed "
-                       f"each run one batch, so its steps all trained on that batch. Task b: "
-                       f"make the iterator with iter(dataset) inside the strategy's scope, "
-                       f"pass it to the tf.function and call next() on it in the loop.")
-    if sum(counts) != STEPS:
-        return not_yet(f"your program made {shape}: {sum(counts)} steps, but the check asked "
+    return None
+
+
+def _infeed(ran: OutfeedRun):
+    if all(run.infeed_bytes_per_iteration for run in ran.runs.runs):
+        return None
+    if all(count == 1 for count in _counts(ran)):
+        return not_yet(f"your program made {_shape(ran)}, each given its batch by the host: "
+                       f"the loop is still in Python around strategy.run. Task b: loop over "
+                       f"tf.range(steps_per_execution) inside the tf.function, taking each "
+                       f"batch with next() from iter(dataset) made inside the scope.")
+    return not_yet(f"your program made {_shape(ran)}, but no infeed fed them: the host handed "
+                   f"each run one batch, so its steps all trained on that batch. Task b: "
+                   f"make the iterator with iter(dataset) inside the strategy's scope, "
+                   f"pass it to the tf.function and call next() on it in the loop.")
+
+
+def _all_steps(ran: OutfeedRun):
+    steps = sum(_counts(ran))
+    if steps != STEPS:
+        return not_yet(f"your program made {_shape(ran)}: {steps} steps, but the check asked "
                        f"train for {STEPS}. The host's loop launches whole engine runs, so "
                        f"steps_per_execution must divide the steps, as the tutorial's 10 "
                        f"divides its 10,000 (task a).")
-    if len(set(counts)) > 1:
-        return not_yet(f"your program made {shape}: runs of different lengths. On an IPU each "
-                       f"loop count is a program of its own, compiled and loaded anew; pick a "
-                       f"steps_per_execution that divides the steps, and run it every time "
-                       f"(task a).")
-    if counts[0] == 1:
-        return not_yet(f"your program made {shape}, fed by the infeed: the loop is on the "
-                       f"IPU, but it runs one step per launch. Task a: "
+    return None
+
+
+def _runs_of_one_length(ran: OutfeedRun):
+    if len(set(_counts(ran))) > 1:
+        return not_yet(f"your program made {_shape(ran)}: runs of different lengths. On an IPU "
+                       f"each loop count is a program of its own, compiled and loaded anew; "
+                       f"pick a steps_per_execution that divides the steps, and run it every "
+                       f"time (task a).")
+    return None
+
+
+def _steps_per_run(ran: OutfeedRun):
+    if _counts(ran)[0] == 1:
+        return not_yet(f"your program made {_shape(ran)}, fed by the infeed: the loop is on "
+                       f"the IPU, but it runs one step per launch. Task a: "
                        f"steps_per_execution = 10, so each engine run makes ten steps.")
-    if not any(sent):
-        return not_yet(f"your program made {shape}, fed by the infeed, but it sent no loss "
-                       f"through an outfeed: a run returns only what is left when its loop "
-                       f"ends. Task c: create an IPUOutfeedQueue and enqueue each step's loss "
-                       f"to it inside the loop.")
-    if sent != counts:
+    return None
+
+
+def _outfeed(ran: OutfeedRun):
+    if not any(_sent(ran)):
+        return not_yet(f"your program made {_shape(ran)}, fed by the infeed, but it sent no "
+                       f"loss through an outfeed: a run returns only what is left when its "
+                       f"loop ends. Task c: create an IPUOutfeedQueue and enqueue each step's "
+                       f"loss to it inside the loop.")
+    return None
+
+
+def _loss_per_step(ran: OutfeedRun):
+    sent = _sent(ran)
+    if sent != _counts(ran):
         received = (f"{'one loss' if sent[0] == 1 else f'{sent[0]} losses'} per run"
                     if len(set(sent)) == 1 else f"{', '.join(map(str, sent))} losses")
-        return not_yet(f"your program made {shape}, but the outfeed received {received}, "
-                       f"not one per step. Task c: enqueue inside the tf.range loop, so every "
-                       f"step sends its loss.")
-    returned_count = _count_returned(returned)
-    if returned_count is None:
-        return not_yet(f"your program made {shape} and the outfeed received all {STEPS} "
+        return not_yet(f"your program made {_shape(ran)}, but the outfeed received "
+                       f"{received}, not one per step. Task c: enqueue inside the tf.range "
+                       f"loop, so every step sends its loss.")
+    return None
+
+
+def _losses_returned(ran: OutfeedRun):
+    returned = _count_returned(ran.returned)
+    if returned is None:
+        return not_yet(f"your program made {_shape(ran)} and the outfeed received all {STEPS} "
                        f"losses, but train returned none of them. Task d: after the runs, "
                        f"return outfeed.dequeue().")
-    if returned_count != STEPS:
-        return not_yet(f"your program made {shape} and the outfeed received all {STEPS} "
-                       f"losses, but train returned {returned_count}. Each dequeue empties "
-                       f"the outfeed: dequeue once, after all the runs (task d).")
-    _, reference_returned, reference_weights, _ = reference_run(
-        "03.outfeed-loop", lambda: run_training(solution))
-    problem = weights_problem(
-        weights, reference_weights,
-        f"your program made {shape}, fed by the infeed, every loss through the outfeed",
-        f"Each step calls loss_and_update, which applies the gradients: enqueue what it "
-        f"returns.",
+    if returned != STEPS:
+        return not_yet(f"your program made {_shape(ran)} and the outfeed received all {STEPS} "
+                       f"losses, but train returned {returned}. Each dequeue empties the "
+                       f"outfeed: dequeue once, after all the runs (task d).")
+    return None
+
+
+def _weights(ran: OutfeedRun):
+    return weights_problem(
+        ran.weights, ran.reference.weights,
+        f"your program made {_shape(ran)}, fed by the infeed, every loss through the outfeed",
+        "Each step calls loss_and_update, which applies the gradients: enqueue what it "
+        "returns.",
         "The loop keeps the starting code's step, loss_and_update with the model and "
         "optimizer made in the strategy's scope, one batch per step.")
-    if problem is not None:
-        return problem
-    if not same_values(np.ravel(np.asarray(returned, dtype=np.float64)),
-                       np.ravel(np.asarray(reference_returned, dtype=np.float64))):
-        return not_yet(f"your program made {shape} and the outfeed received all {STEPS} "
+
+
+def _flat_values(values):
+    return np.ravel(np.asarray(values, dtype=np.float64))
+
+
+def _reference_losses(ran: OutfeedRun):
+    if not same_values(_flat_values(ran.returned), _flat_values(ran.reference.returned)):
+        return not_yet(f"your program made {_shape(ran)} and the outfeed received all {STEPS} "
                        f"losses, but train returned {STEPS} other values: return what "
                        f"outfeed.dequeue() gives, after all the runs (task d).")
-    return right(f"{shape}, each taking its batches from the infeed and sending every loss "
-                 f"through the outfeed; {_dequeues(dequeues)} brought back all {STEPS}, the "
-                 f"losses of the tutorial's program. The host launched the program "
-                 f"{len(counts)} times instead of {STEPS}: on an IPU each launch costs about "
-                 f"a millisecond, which the sections below measure.")
+    return None
 
 
-@code_exercise("03.keras-steps-per-execution", solution=keras_solution)
-def check_keras_steps_per_execution(train_keras):
-    """``train_keras(images, labels)``: ``fit`` on whole batches, several steps per engine run,
-    a divisor of the batches in an epoch."""
-    if not callable(train_keras):
-        return not_yet("pass the function itself, without calling it: "
-                       "check_keras_steps_per_execution(train_keras).")
-    runs, weights = run_keras_training(train_keras)
-    if runs.engine_runs == 0:
+def _right(ran: OutfeedRun) -> str:
+    return (f"{_shape(ran)}, each taking its batches from the infeed and sending every loss "
+            f"through the outfeed; {_dequeues(ran.dequeues)} brought back all {STEPS}, the "
+            f"losses of the tutorial's program. The host launched the program "
+            f"{ran.runs.engine_runs} times instead of {STEPS}: on an IPU each launch costs "
+            f"about a millisecond, which the sections below measure.")
+
+
+# --- probes: the smallest wrong changes to a run --------------------------------------------
+
+def _with_runs(ran: ProgramRun, runs) -> ProgramRun:
+    return changed(ran, runs=record.ProgramRecord(list(runs)))
+
+
+def _engine_run_count(ran: ProgramRun, count: int) -> ProgramRun:
+    """``ran`` with ``count`` engine runs like its first."""
+    return _with_runs(ran, [ran.runs.runs[0]] * count)
+
+
+def _last_run(ran: ProgramRun, **values) -> ProgramRun:
+    """``ran`` with its last engine run's record changed."""
+    return _with_runs(ran, ran.runs.runs[:-1] + [changed(ran.runs.runs[-1], **values)])
+
+
+def _every_run(ran: ProgramRun, **values) -> ProgramRun:
+    return _with_runs(ran, [changed(run, **values) for run in ran.runs.runs])
+
+
+def _one_step_moved(ran: OutfeedRun) -> OutfeedRun:
+    """A step (and its loss) moved from the second-to-last engine run to the last: the same
+    steps in runs of two lengths."""
+    *first, before, last = ran.runs.runs
+    return _with_runs(ran, first + [
+        changed(before, iterations=before.iterations - 1, outfeed_enqueues=before.iterations - 1),
+        changed(last, iterations=last.iterations + 1, outfeed_enqueues=last.iterations + 1)])
+
+
+def _one_step_per_run(ran: OutfeedRun) -> OutfeedRun:
+    """The reference's steps, one per engine run, from the infeed, each loss to the outfeed."""
+    return _with_runs(ran, [changed(ran.runs.runs[0], iterations=1, outfeed_enqueues=1)] * STEPS)
+
+
+def _losses(ran: OutfeedRun, count: int) -> OutfeedRun:
+    """``ran`` returning ``count`` of the reference's losses (repeated when more)."""
+    return changed(ran, returned=np.resize(_flat_values(ran.returned), count))
+
+
+EXERCISE = Exercise(
+    name="03.outfeed-loop", starting_code=STARTING_CODE, solution=solution, run=run_training,
+    call="check_outfeed_loop(train)",
+    free=("steps_per_execution: any divisor of the steps above 1",
+          "the dequeue: once after the runs, or after every run with all of them kept"),
+    rules=(Rule("an IPU program ran", _no_engine_run),
+           Rule("an infeed feeds every run", _infeed),
+           Rule("60 steps", _all_steps),
+           Rule("runs of one length", _runs_of_one_length),
+           Rule("several steps per run", _steps_per_run),
+           Rule("losses through an outfeed", _outfeed),
+           Rule("one loss per step", _loss_per_step),
+           Rule("train returns the 60 losses", _losses_returned),
+           Rule("the reference's weights", _weights),
+           Rule("the reference's losses", _reference_losses)),
+    right=_right,
+    probes=(Probe("an IPU program ran", lambda ran: _engine_run_count(ran, 0), "no engine run"),
+            Probe("an infeed feeds every run",
+                  lambda ran: _every_run(ran, infeed_bytes_per_iteration=0),
+                  "no infeed: one batch from the host per run"),
+            Probe("an infeed feeds every run",
+                  lambda ran: _last_run(ran, infeed_bytes_per_iteration=0),
+                  "the last run not fed by the infeed"),
+            Probe("an infeed feeds every run", lambda ran: _every_run(
+                _one_step_per_run(ran), infeed_bytes_per_iteration=0),
+                "the starting code: one step per run, each batch from the host"),
+            Probe("60 steps", lambda ran: _engine_run_count(ran, ran.runs.engine_runs + 1),
+                  "one engine run too many"),
+            Probe("60 steps", lambda ran: _engine_run_count(ran, ran.runs.engine_runs - 1),
+                  "one engine run too few"),
+            Probe("60 steps", lambda ran: _last_run(
+                ran, iterations=TUTORIAL_STEPS_PER_EXECUTION - 1,
+                outfeed_enqueues=TUTORIAL_STEPS_PER_EXECUTION - 1),
+                "one step fewer in the last run"),
+            Probe("runs of one length", _one_step_moved,
+                  "a step moved from one run to the next"),
+            Probe("several steps per run", _one_step_per_run, "one step per engine run"),
+            Probe("losses through an outfeed", lambda ran: _every_run(ran, outfeed_enqueues=0),
+                  "no loss enqueued"),
+            Probe("one loss per step", lambda ran: _every_run(ran, outfeed_enqueues=1),
+                  "one loss per run (enqueued after the loop)"),
+            Probe("one loss per step", lambda ran: _last_run(
+                ran, outfeed_enqueues=TUTORIAL_STEPS_PER_EXECUTION - 1),
+                "one loss fewer in the last run"),
+            Probe("one loss per step", lambda ran: _last_run(
+                ran, outfeed_enqueues=TUTORIAL_STEPS_PER_EXECUTION + 1),
+                "one loss more in the last run"),
+            Probe("train returns the 60 losses", lambda ran: changed(ran, returned=None),
+                  "no losses returned"),
+            Probe("train returns the 60 losses", lambda ran: _losses(ran, STEPS - 1),
+                  "one loss fewer returned"),
+            Probe("train returns the 60 losses", lambda ran: _losses(ran, STEPS + 1),
+                  "one loss more returned"),
+            Probe("the reference's weights", lambda ran: changed(ran, weights=scaled_update(
+                ran.weights, 1 + 3 * TOLERANCE)), "the update a little larger"),
+            Probe("the reference's losses", lambda ran: changed(
+                ran, returned=_flat_values(ran.returned) * 1.01), "the losses 1 % larger")))
+
+check_outfeed_loop = check_of(
+    EXERCISE, "check_outfeed_loop",
+    """``train(dataset, steps)``: ``steps`` training steps in engine runs of
+    ``steps_per_execution`` steps, fed by an infeed, every loss sent through an outfeed and
+    returned by one dequeue at the end.""")
+
+
+# --- 03.keras-steps-per-execution: its rules ---------------------------------------------------
+
+def _keras_no_engine_run(ran: ProgramRun):
+    if ran.runs.engine_runs == 0:
         return not_yet("fit made no engine run on the IPU: a model built outside "
                        "strategy.scope() is a plain Keras model. Build and compile it inside "
                        "the scope, as the starting code did.")
-    counts = [run.iterations for run in runs.runs]
-    shape = _shape_of_runs(counts)
-    if all(count == 1 for count in counts):
-        return not_yet(f"fit made {shape}: steps_per_execution is still 1, so fit launches "
-                       f"the program once per batch. Task b: compile(..., "
+    return None
+
+
+def _several_steps_per_execution(ran: ProgramRun):
+    if all(count == 1 for count in _counts(ran)):
+        return not_yet(f"fit made {_shape(ran)}: steps_per_execution is still 1, so fit "
+                       f"launches the program once per batch. Task b: compile(..., "
                        f"steps_per_execution=N), with N a divisor of the {KERAS_BATCHES} "
                        f"batches in an epoch.")
-    reference_runs, reference_weights = reference_run(
-        "03.keras-steps-per-execution", lambda: run_keras_training(keras_solution))
-    reference_steps = sum(run.iterations for run in reference_runs.runs)
-    compared = compare_weights(weights, reference_weights)
-    problem = weights_problem(
-        weights, reference_weights, f"fit made {shape}",
+    return None
+
+
+def _two_epochs(ran: ProgramRun):
+    """Fewer or more steps than fit's two epochs: said when the weights moved (when they did
+    not, the weights' rule says that first: ``evaluate`` makes steps too)."""
+    steps, reference_steps = sum(_counts(ran)), sum(_counts(ran.reference))
+    compared = compare_weights(ran.weights, ran.reference.weights)
+    if steps != reference_steps and (compared is None or compared.moved):
+        return not_yet(f"fit made {_shape(ran)}: {steps} steps where two epochs of the "
+                       f"{KERAS_BATCHES} whole batches are {reference_steps}. Let fit take the "
+                       f"whole dataset each epoch, with epochs=2 and no steps_per_epoch: "
+                       f"steps_per_execution only groups the steps into engine runs.")
+    return None
+
+
+def _keras_weights(ran: ProgramRun):
+    return weights_problem(
+        ran.weights, ran.reference.weights, f"fit made {_shape(ran)}",
         "Train with model.fit, which updates the weights (evaluate and predict do not).",
         f"fit trains on the whole data each epoch, {KERAS_BATCHES} batches of "
         f"{BATCH_SIZE}, for epochs=2, with the starting code's optimizer: steps_per_execution "
         f"changes how often the host launches, not which steps run.")
-    if sum(counts) != reference_steps and (compared is None or compared.moved):
-        return not_yet(f"fit made {shape}: {sum(counts)} steps where two epochs of the "
-                       f"{KERAS_BATCHES} whole batches are {reference_steps}. Let fit take the "
-                       f"whole dataset each epoch, with epochs=2 and no steps_per_epoch: "
-                       f"steps_per_execution only groups the steps into engine runs.")
-    if problem is not None:
-        return problem
-    return right(f"fit made {shape}: {sum(counts)} steps of whole batches, launched "
-                 f"{len(counts)} times instead of {sum(counts)}, and the weights ended where "
-                 f"the tutorial's fit leaves them. Keras made the infeed and the outfeed "
-                 f"itself.")
 
 
-__all__ = ["check_outfeed_loop", "check_keras_steps_per_execution", "solution",
-           "keras_solution", "run_training", "run_keras_training", "STARTING_CODE",
+def _keras_right(ran: ProgramRun) -> str:
+    steps = sum(_counts(ran))
+    return (f"fit made {_shape(ran)}: {steps} steps of whole batches, launched "
+            f"{ran.runs.engine_runs} times instead of {steps}, and the weights ended where "
+            f"the tutorial's fit leaves them. Keras made the infeed and the outfeed itself.")
+
+
+KERAS_EXERCISE = Exercise(
+    name="03.keras-steps-per-execution", starting_code=KERAS_STARTING_CODE,
+    solution=keras_solution, run=run_keras_training,
+    call="check_keras_steps_per_execution(train_keras)",
+    free=(f"steps_per_execution: any divisor of the {KERAS_BATCHES} batches of an epoch "
+          f"above 1", "one fit of two epochs, or two fits of one"),
+    rules=(Rule("an IPU program ran", _keras_no_engine_run),
+           Rule("several steps per execution", _several_steps_per_execution),
+           Rule("two epochs of whole batches", _two_epochs),
+           Rule("the reference's weights", _keras_weights)),
+    right=_keras_right,
+    probes=(Probe("an IPU program ran", lambda ran: _engine_run_count(ran, 0), "no engine run"),
+            Probe("several steps per execution", lambda ran: _with_runs(
+                ran, [changed(ran.runs.runs[0], iterations=1)] * sum(_counts(ran))),
+                "one step per execution"),
+            Probe("two epochs of whole batches",
+                  lambda ran: _engine_run_count(ran, ran.runs.engine_runs + 1),
+                  "one engine run too many"),
+            Probe("two epochs of whole batches",
+                  lambda ran: _engine_run_count(ran, ran.runs.engine_runs - 1),
+                  "one engine run too few"),
+            Probe("two epochs of whole batches",
+                  lambda ran: _last_run(ran, iterations=ran.runs.runs[-1].iterations - 1),
+                  "one step fewer"),
+            Probe("the reference's weights", lambda ran: changed(ran, weights=scaled_update(
+                ran.weights, 1 + 3 * TOLERANCE)), "the update a little larger")))
+
+check_keras_steps_per_execution = check_of(
+    KERAS_EXERCISE, "check_keras_steps_per_execution",
+    """``train_keras(images, labels)``: ``fit`` on whole batches, several steps per engine run,
+    a divisor of the batches in an epoch.""")
+
+
+__all__ = ["EXERCISE", "KERAS_EXERCISE", "check_outfeed_loop", "check_keras_steps_per_execution",
+           "solution", "keras_solution", "run_training", "run_keras_training", "STARTING_CODE",
            "KERAS_STARTING_CODE", "make_model", "make_optimizer", "loss_and_update"]
