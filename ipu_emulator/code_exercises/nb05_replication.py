@@ -11,7 +11,8 @@ the mean of all the replicas' gradients.
 ``check_replicated_training`` calls their ``train(images, labels, steps)`` in a fresh graph,
 with no IPU system configured (their code configures it), and reads the record of what ran:
 the replicas, the device's IPUs, whether an all-reduce of the gradients ran and of how many
-bytes, the engine runs and their iterations, and what each replica took from the infeed.
+bytes, the engine runs and their iterations, and what each replica took from the infeed;
+then the weights it left and the losses ``train`` returned, beside the tutorial's program's.
 """
 from __future__ import annotations
 
@@ -20,13 +21,14 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from ipu_emulator.code_exercises import (LearnerCodeFailed, ProgramRun, code_exercise,
-                                         learner_error, run_attempt, sample_digits)
-from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, reference_run, same_values,
-                                                   weights_problem)
-from ipu_emulator.code_exercises.wording import (engine_runs as _runs, images_per_batch, kind_of,
-                                                 other_batch)
-from ipu_emulator.exercises import not_yet, right
+from ipu_emulator import record
+from ipu_emulator.code_exercises import ProgramRun, run_attempt, sample_digits
+from ipu_emulator.code_exercises.harness import Exercise, Probe, Rule, changed, check_of
+from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, TOLERANCE, Facts,
+                                                   same_values, scaled_update, weights_problem)
+from ipu_emulator.code_exercises.wording import (DIGIT_BYTES, engine_runs as _runs,
+                                                 images_per_batch, kind_of, other_batch)
+from ipu_emulator.exercises import not_yet
 from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue, loops,
                               optimizers, scopes)
 from ipu_emulator.runtime import programs, replication
@@ -117,9 +119,10 @@ def solution(images, labels, steps):
         return sess.run(read_losses)
 
 
-class _Ran:
-    """What the learner's ``train`` did: its engine runs, and whether the queues of the
-    programs it built were told the replicas with ``replication_factor``."""
+class _Ran(Facts):
+    """What the learner's ``train`` did: its engine runs, what it returned, its weights, and
+    whether the queues of the programs it built were told the replicas with
+    ``replication_factor``."""
 
     def __init__(self, run: ProgramRun, queues_told: bool):
         self.runs = run.runs
@@ -133,13 +136,21 @@ def run_training(train) -> _Ran:
     a fresh script would start, on a small sample of MNIST; return what ran.  An error in the
     learner's code raises ``LearnerCodeFailed``.  The IPU system the learner configured in
     the notebook, if any, is configured again afterwards."""
-    try:
-        ran = run_attempt(train, *sample_digits(IMAGES), STEPS)
-    except LearnerCodeFailed as failed:
-        error = failed.__cause__
-        hint = _replication_mismatch_hint(getattr(error, "message", None) or str(error))
-        raise LearnerCodeFailed(learner_error(error, {"": hint} if hint else SDK_HINTS)) \
-            from error
+    hints = dict(SDK_HINTS)
+
+    def attempt(*args):
+        # The queues' replication mismatch is told apart by the numbers in its message: its
+        # hint goes into the hints before the error is folded, so that it is folded once.
+        try:
+            return train(*args)
+        except Exception as error:  # pylint: disable=broad-except  (raised again)
+            hint = _replication_mismatch_hint(getattr(error, "message", None) or str(error))
+            if hint is not None:
+                hints.clear()
+                hints[""] = hint
+            raise
+
+    ran = run_attempt(attempt, *sample_digits(IMAGES), STEPS, hints=hints)
     replicas = ran.runs.runs[-1].replicas if ran.runs.runs else 1
     return _Ran(ran, _queues_told(ran.graph, replicas))
 
@@ -177,80 +188,6 @@ def _replication_mismatch_hint(message: str):
             f"and the device's auto_select_ipus must be the same number.")
 
 
-@code_exercise("05.replicate", solution=solution)
-def check_replicated_training(train):
-    """``train(images, labels, steps)``: replicated on two IPUs the tutorial's way."""
-    if not callable(train):
-        return not_yet("pass the function itself, without calling it: "
-                       "check_replicated_training(train).")
-    ran = run_training(train)
-    runs = ran.runs
-    if runs.engine_runs == 0:
-        return not_yet("your train function ran no IPU program: keep the sess.run of the "
-                       "compiled loop inside the session.")
-    run = runs.runs[-1]
-    if run.replicas == 1:
-        return not_yet(f"your program ran as one replica on a device of {run.num_ipus} IPU"
-                       f"{'s' if run.num_ipus != 1 else ''}: every step trained one model on "
-                       f"one mini-batch. Task a: set config.auto_select_ipus = 2, and the "
-                       f"one-IPU program runs as two replicas, one per IPU.")
-    if runs.engine_runs > 1:
-        counts = ", ".join(str(r.iterations) for r in runs.runs)
-        return not_yet(f"your program made {_runs(runs.engine_runs)} (of {counts} steps): keep "
-                       f"the whole loop in one sess.run of the compiled program, as the "
-                       f"starting code did.")
-    if run.iterations != STEPS:
-        return not_yet(f"your program made one engine run of {run.iterations} steps, but the "
-                       f"check asked train for {STEPS}: repeat's count is train's `steps` "
-                       f"argument.")
-    gradient_bytes = run.step_cost.gradients_held()
-    if run.all_reduce_bytes == 0:
-        return not_yet(f"your {run.replicas} replicas each trained on mini-batches of their own, "
-                       f"but no all-reduce ran: each replica applied its own gradients, so "
-                       f"after the first step their weights drifted apart, {run.replicas} "
-                       f"different models instead of one. Task c: wrap the optimizer, "
-                       f"ipu.optimizers.CrossReplicaOptimizer(tf.train.GradientDescentOptimizer"
-                       f"(0.05)).")
-    if run.all_reduce_bytes < gradient_bytes:
-        return not_yet(f"an all-reduce ran, but of {run.all_reduce_bytes:,} bytes per step: "
-                       f"the model's gradients are {gradient_bytes:,} bytes, so the replicas "
-                       f"still applied updates of their own and drifted apart. Wrap the "
-                       f"optimizer itself in ipu.optimizers.CrossReplicaOptimizer (task c).")
-    batch = images_per_batch(run.infeed_bytes_per_iteration)
-    problem = other_batch(batch, BATCH_SIZE,
-                          f"your {run.replicas} replicas all-reduced their gradients")
-    if problem is not None:
-        return problem
-    reference = reference_run("05.replicate", lambda: run_training(solution))
-    problem = weights_problem(
-        ran.weights, reference.weights, f"your {run.replicas} replicas all-reduced their gradients",
-        f"The loop body returns the outfeed's enqueue and minimize's result: "
-        f"{NEVER_RUN_UPDATE}.",
-        "CrossReplicaOptimizer applies the mean of the replicas' gradients with the optimizer "
-        "it wraps, GradientDescentOptimizer(0.05) as in the starting code: wrap it, without "
-        "adding up or scaling the gradients yourself (task c).")
-    if problem is not None:
-        return problem
-    if not same_values(_losses(ran.returned), _losses(reference.returned)):
-        return not_yet(f"your replicas trained as the tutorial's do, but train returned "
-                       f"{_what(ran.returned)}, not the {STEPS} x {run.replicas} losses the "
-                       f"outfeed received: return what the outfeed's dequeue gives, "
-                       f"`return sess.run(read_losses)`, after the training run.")
-    taken = run.replicas * run.iterations
-    told = ("" if ran.queues_told else
-            " (your queues were not told replication_factor: from SDK 2.1 the SDK reads it "
-            "from the device and ignores the argument, but the tutorial's SDK needs it on "
-            "both queues)")
-    return right(f"your program ran as {run.replicas} replicas on a device of {run.num_ipus} "
-                 f"IPUs, in one engine run of {run.iterations} steps{told}. At every step each "
-                 f"replica took its own mini-batch from the infeed ({taken} in all, "
-                 f"{run.infeed_bytes_per_iteration:,} bytes each), and before every weight "
-                 f"update the replicas all-reduced their gradients ({run.all_reduce_bytes:,} "
-                 f"bytes each): all applied the same update, so they stayed one model, trained "
-                 f"on {run.replicas} x {batch} images per update, to the weights the "
-                 f"tutorial's program ends with.")
-
-
 def _losses(returned):
     """The losses ``train`` returned, as an array, or None when it returned no numbers."""
     try:
@@ -267,4 +204,180 @@ def _what(returned) -> str:
     return f"{values.size} values (the first {values.ravel()[0]:.3f})"
 
 
-__all__ = ["check_replicated_training", "solution", "run_training", "STARTING_CODE"]
+def _last(ran: _Ran):
+    return ran.runs.runs[-1]
+
+
+def _all_reduced(ran: _Ran) -> str:
+    return f"your {_last(ran).replicas} replicas all-reduced their gradients"
+
+
+def _no_engine_run(ran: _Ran):
+    if ran.runs.engine_runs == 0:
+        return not_yet("your train function ran no IPU program: keep the sess.run of the "
+                       "compiled loop inside the session.")
+    return None
+
+
+def _replicas(ran: _Ran):
+    run = _last(ran)
+    if run.replicas == 1:
+        return not_yet(f"your program ran as one replica on a device of {run.num_ipus} IPU"
+                       f"{'s' if run.num_ipus != 1 else ''}: every step trained one model on "
+                       f"one mini-batch. Task a: set config.auto_select_ipus = 2, and the "
+                       f"one-IPU program runs as two replicas, one per IPU.")
+    # More replicas than the tutorial's (the queues left untold, which SDK 2.1 allows) train
+    # one model too, on more mini-batches per update: the weights would differ, and their
+    # hint would guess at batches or a loss.
+    if run.replicas != REPLICAS:
+        return not_yet(f"your program ran as {run.replicas} replicas on a device of "
+                       f"{run.num_ipus} IPUs, where the tutorial's tasks make {REPLICAS}: each "
+                       f"update then averaged the gradients of {run.replicas} mini-batches, not "
+                       f"{REPLICAS}. Task a: config.auto_select_ipus = {REPLICAS}, one replica "
+                       f"per IPU.")
+    return None
+
+
+def _one_engine_run(ran: _Ran):
+    runs = ran.runs
+    if runs.engine_runs > 1:
+        counts = ", ".join(str(r.iterations) for r in runs.runs)
+        return not_yet(f"your program made {_runs(runs.engine_runs)} (of {counts} steps): keep "
+                       f"the whole loop in one sess.run of the compiled program, as the "
+                       f"starting code did.")
+    return None
+
+
+def _steps(ran: _Ran):
+    run = _last(ran)
+    if run.iterations != STEPS:
+        return not_yet(f"your program made one engine run of {run.iterations} steps, but the "
+                       f"check asked train for {STEPS}: repeat's count is train's `steps` "
+                       f"argument.")
+    return None
+
+
+def _all_reduce(ran: _Ran):
+    run = _last(ran)
+    gradient_bytes = run.step_cost.gradients_held()
+    if run.all_reduce_bytes == 0:
+        return not_yet(f"your {run.replicas} replicas each trained on mini-batches of their own, "
+                       f"but no all-reduce ran: each replica applied its own gradients, so "
+                       f"after the first step their weights drifted apart, {run.replicas} "
+                       f"different models instead of one. Task c: wrap the optimizer, "
+                       f"ipu.optimizers.CrossReplicaOptimizer(tf.train.GradientDescentOptimizer"
+                       f"(0.05)).")
+    if run.all_reduce_bytes < gradient_bytes:
+        return not_yet(f"an all-reduce ran, but of {run.all_reduce_bytes:,} bytes per step: "
+                       f"the model's gradients are {gradient_bytes:,} bytes, so the replicas "
+                       f"still applied updates of their own and drifted apart. Wrap the "
+                       f"optimizer itself in ipu.optimizers.CrossReplicaOptimizer (task c).")
+    return None
+
+
+def _batch(ran: _Ran):
+    return other_batch(images_per_batch(_last(ran).infeed_bytes_per_iteration), BATCH_SIZE,
+                       _all_reduced(ran))
+
+
+def _weights(ran: _Ran):
+    return weights_problem(
+        ran.weights, ran.reference.weights, _all_reduced(ran),
+        f"The loop body returns the outfeed's enqueue and minimize's result: "
+        f"{NEVER_RUN_UPDATE}.",
+        "CrossReplicaOptimizer applies the mean of the replicas' gradients with the optimizer "
+        "it wraps, GradientDescentOptimizer(0.05) as in the starting code: wrap it, without "
+        "adding up or scaling the gradients yourself (task c).")
+
+
+def _losses_returned(ran: _Ran):
+    if not same_values(_losses(ran.returned), _losses(ran.reference.returned)):
+        return not_yet(f"your replicas trained as the tutorial's do, but train returned "
+                       f"{_what(ran.returned)}, not the {STEPS} x {_last(ran).replicas} losses "
+                       f"the outfeed received: return what the outfeed's dequeue gives, "
+                       f"`return sess.run(read_losses)`, after the training run.")
+    return None
+
+
+def _right(ran: _Ran) -> str:
+    run = _last(ran)
+    batch = images_per_batch(run.infeed_bytes_per_iteration)
+    taken = run.replicas * run.iterations
+    told = ("" if ran.queues_told else
+            " (your queues were not told replication_factor: from SDK 2.1 the SDK reads it "
+            "from the device and ignores the argument, but the tutorial's SDK needs it on "
+            "both queues)")
+    return (f"your program ran as {run.replicas} replicas on a device of {run.num_ipus} "
+            f"IPUs, in one engine run of {run.iterations} steps{told}. At every step each "
+            f"replica took its own mini-batch from the infeed ({taken} in all, "
+            f"{run.infeed_bytes_per_iteration:,} bytes each), and before every weight "
+            f"update the replicas all-reduced their gradients ({run.all_reduce_bytes:,} "
+            f"bytes each): all applied the same update, so they stayed one model, trained "
+            f"on {run.replicas} x {batch} images per update, to the weights the "
+            f"tutorial's program ends with.")
+
+
+def _last_run(ran: _Ran, **values) -> _Ran:
+    """``ran`` with its last engine run's record changed: for the probes."""
+    last = changed(_last(ran), **values)
+    return changed(ran, runs=record.ProgramRecord(ran.runs.runs[:-1] + [last]))
+
+
+def _engine_run_count(ran: _Ran, count: int) -> _Ran:
+    return changed(ran, runs=record.ProgramRecord([_last(ran)] * count))
+
+
+def _gradient_bytes(ran: _Ran) -> int:
+    return _last(ran).step_cost.gradients_held()
+
+
+EXERCISE = Exercise(
+    name="05.replicate", starting_code=STARTING_CODE, solution=solution, run=run_training,
+    call="check_replicated_training(train)",
+    free=("the queues' replication_factor: SDK 2.1 and later read it from the device, so "
+          "queues left untold pass, with a note that the tutorial's SDK needs it",
+          "the mean of the gradients across replicas written by hand (cross_replica_mean)"),
+    rules=(Rule("an IPU program ran", _no_engine_run),
+           Rule("two replicas", _replicas),
+           Rule("one engine run", _one_engine_run),
+           Rule("10 steps", _steps),
+           Rule("every gradient all-reduced", _all_reduce),
+           Rule("batches of 32", _batch),
+           Rule("the reference's weights", _weights),
+           Rule("the outfeed's losses returned", _losses_returned)),
+    right=_right,
+    probes=(Probe("an IPU program ran", lambda ran: _engine_run_count(ran, 0), "no engine run"),
+            Probe("two replicas", lambda ran: _last_run(ran, replicas=1, num_ipus=1),
+                  "one replica on one IPU"),
+            Probe("two replicas", lambda ran: _last_run(ran, replicas=1),
+                  "one replica on the device of two IPUs"),
+            Probe("two replicas",
+                  lambda ran: _last_run(ran, replicas=REPLICAS + 1, num_ipus=REPLICAS + 1),
+                  "one replica too many"),
+            Probe("one engine run", lambda ran: _engine_run_count(ran, 2),
+                  "one engine run too many"),
+            Probe("10 steps", lambda ran: _last_run(ran, iterations=STEPS + 1),
+                  "one step more"),
+            Probe("10 steps", lambda ran: _last_run(ran, iterations=STEPS - 1),
+                  "one step fewer"),
+            Probe("every gradient all-reduced", lambda ran: _last_run(ran, all_reduce_bytes=0),
+                  "no all-reduce"),
+            Probe("every gradient all-reduced", lambda ran: _last_run(
+                ran, all_reduce_bytes=_gradient_bytes(ran) - 1), "one byte short of the gradients"),
+            Probe("batches of 32", lambda ran: _last_run(
+                ran, infeed_bytes_per_iteration=(BATCH_SIZE + 1) * DIGIT_BYTES),
+                "one image more per batch"),
+            Probe("batches of 32", lambda ran: _last_run(
+                ran, infeed_bytes_per_iteration=(BATCH_SIZE - 1) * DIGIT_BYTES),
+                "one image fewer per batch"),
+            Probe("the reference's weights", lambda ran: changed(ran, weights=scaled_update(
+                ran.weights, 1 + 3 * TOLERANCE)), "the update a little larger"),
+            Probe("the outfeed's losses returned", lambda ran: changed(
+                ran, returned=np.asarray(ran.returned) * 1.01), "the losses 1 % larger")))
+
+check_replicated_training = check_of(
+    EXERCISE, "check_replicated_training",
+    """``train(images, labels, steps)``: replicated on two IPUs the tutorial's way.""")
+
+
+__all__ = ["EXERCISE", "check_replicated_training", "solution", "run_training", "STARTING_CODE"]

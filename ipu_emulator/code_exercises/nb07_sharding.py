@@ -5,7 +5,8 @@ The learner starts from step 1's training step (one IPU) and does the tutorial's
 loss and the optimizer inside ``ipu.scopes.ipu_shard(1)``.  ``check_sharded_step`` builds their
 ``training_step(learning_rate, images, labels)`` into one weight update's loop (16
 mini-batches of 32 from an infeed), runs it once on a device of two IPUs and reads what ran:
-the IPU each layer's forward ops and gradients ran on, and what crossed between the IPUs.
+the IPU each layer's forward ops and gradients ran on (a layer is found by its variable scope's
+name), what crossed between the IPUs, and the weights it left beside the tutorial's step's.
 """
 from __future__ import annotations
 
@@ -16,12 +17,12 @@ import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
-from ipu_emulator.code_exercises import (as_a_fresh_script, code_exercise, optimizer_state,
-                                         sample_digits)
-from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, mean_variant,
-                                                   reference_run, weights_problem)
+from ipu_emulator.code_exercises import as_a_fresh_script, optimizer_state, sample_digits
+from ipu_emulator.code_exercises.harness import Exercise, Probe, Rule, changed, check_of
+from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, TOLERANCE, Facts,
+                                                   scaled_update, weights_problem)
 from ipu_emulator.code_exercises.weights import WeightWatch
-from ipu_emulator.exercises import not_yet, right
+from ipu_emulator.exercises import not_yet
 from ipu_emulator.ipu import config, ipu_compiler, ipu_infeed_queue, loops, optimizers, scopes
 from ipu_emulator.ipu.gradient_accumulation import GradientAccumulationReductionMethod
 from ipu_emulator.lessons.placement import layer_of
@@ -101,7 +102,7 @@ def solution(learning_rate, images, labels,
     return learning_rate, train_op
 
 
-class _Ran:
+class _Ran(Facts):
     """What one run of the learner's step did: the IPUs each layer's forward ops and
     gradient ops ran on, and the engine run's record."""
 
@@ -158,18 +159,35 @@ def _program_of(graph):
     return next(iter(registry.program_by_fetch.values()))
 
 
-@code_exercise("07.shard-the-step", solution=solution)
-def check_sharded_step(training_step):
-    """``training_step(learning_rate, images, labels)``, sharded as the tutorial's step 2."""
-    if not callable(training_step):
-        return not_yet("pass the function itself, without calling it: "
-                       "check_sharded_step(sharded_training_step).")
-    ran = run_step(training_step)
-    used = set().union(*ran.forward.values()) if ran.forward else set()
-    if used <= {0} and not ran.run.stages:
+def _used(ran: _Ran) -> Set[int]:
+    return set().union(*ran.forward.values()) if ran.forward else set()
+
+
+def _first_layers():
+    return [layer for layer, k in TUTORIAL_SPLIT.items() if k == 0]
+
+
+def _sharded(ran: _Ran):
+    if _used(ran) <= {0} and not ran.run.stages:
         return not_yet("your step ran on one IPU: none of its ops was built inside "
                        "ipu.scopes.ipu_shard. Task a: put flatten, dense256, dense128 and "
                        "dense64 inside `with ipu.scopes.ipu_shard(0):`.")
+    return None
+
+
+def _every_layer_found(ran: _Ran):
+    # The check finds a layer by its scope's name: a layer built under another name ran
+    # somewhere the placement rule cannot see, and the Right text would claim its place.
+    for layer in LAYERS:
+        if not ran.forward.get(layer):
+            return not_yet(f"the check found no op of {layer} in your step: it finds each "
+                           f"layer by its variable scope, so keep the starting code's layers, "
+                           f"each in its scope, `tf.variable_scope(\"{layer}\")` (task c: "
+                           f"change nothing else).")
+    return None
+
+
+def _split(ran: _Ran):
     for layer, wanted in TUTORIAL_SPLIT.items():
         found = ran.forward.get(layer, set())
         if found and found != {wanted}:
@@ -177,8 +195,11 @@ def check_sharded_step(training_step):
             return not_yet(f"{layer} ran on {where}. The tutorial splits before dense32: "
                            f"IPU0 runs flatten to dense64, IPU1 dense32, the logits, the loss "
                            f"and the optimizer.")
-    first_layers = [layer for layer, k in TUTORIAL_SPLIT.items() if k == 0]
-    if any(ran.gradients.get(layer, set()) - {1} for layer in first_layers):
+    return None
+
+
+def _gradients(ran: _Ran):
+    if any(ran.gradients.get(layer, set()) - {1} for layer in _first_layers()):
         if ran.optimizer_shards == {1}:
             return not_yet("your optimizer is in ipu_shard(1), but each gradient of dense256 "
                            "to dense64 was computed beside its layer, on IPU0: that is what "
@@ -189,6 +210,10 @@ def check_sharded_step(training_step):
         return not_yet("the gradients of IPU0's layers ran on IPU0. Task b builds the optimizer "
                        "inside ipu_shard(1), with the last layers: the SDK then computes every "
                        "gradient on IPU1, as Graphcore's trace of this step shows.")
+    return None
+
+
+def _accumulation_count(ran: _Ran):
     count = ran.run.gradient_accumulation_count
     if count != MINI_BATCHES:
         return not_yet(f"your step ran as the tutorial's step 2, flatten to dense64 on IPU0 and "
@@ -196,25 +221,97 @@ def check_sharded_step(training_step):
                        f"{'es' if count != 1 else ''} per weight update: step 1's, in the "
                        f"starting code, adds up {MINI_BATCHES}. Keep num_mini_batches="
                        f"{MINI_BATCHES} (task c: change nothing else).")
-    reference = reference_run("07.shard-the-step", lambda: run_step(solution))
-    variants = mean_variant(ran.run.gradient_accumulation_reduction, "07.shard-the-step",
-                            run_step, solution)
-    problem = weights_problem(
-        ran.weights, reference.weights,
+    return None
+
+
+def _weights(ran: _Ran):
+    return weights_problem(
+        ran.weights, ran.reference.weights,
         "your step ran as the tutorial's step 2, flatten to dense64 on IPU0 and the rest on "
         "IPU1",
         f"Keep the optimizer's minimize in ipu_shard(1) and return it: {NEVER_RUN_UPDATE}.",
         "Sharding changes where the ops run, not what they compute: keep the layers, the loss "
         "and the accumulating optimizer of the starting code as they were (task c).",
-        variants=variants)
-    if problem is not None:
-        return problem
+        variants=ran.mean_variants(ran.run.gradient_accumulation_reduction))
+
+
+def _right(ran: _Ran) -> str:
     [(_, _, copied, copies)] = [r for r in ran.run.stages[1].reads if r[0] == "backward"]
-    return right(f"your step ran as the tutorial's step 2: flatten to dense64 on IPU0; "
-                 f"dense32, the logits, the loss and every gradient on IPU1. For its backward "
-                 f"pass, IPU1 read {copied:,} bytes in {copies} copies from IPU0 each "
-                 f"mini-batch (IPU0's activations and weights): the price of computing the "
-                 f"gradients away from their layers.")
+    return (f"your step ran as the tutorial's step 2: flatten to dense64 on IPU0; "
+            f"dense32, the logits, the loss and every gradient on IPU1. For its backward "
+            f"pass, IPU1 read {copied:,} bytes in {copies} copies from IPU0 each "
+            f"mini-batch (IPU0's activations and weights): the price of computing the "
+            f"gradients away from their layers.")
 
 
-__all__ = ["check_sharded_step", "solution", "last_layers", "run_step", "STARTING_CODE"]
+def _placed(ran: _Ran, **layers) -> _Ran:
+    """``ran`` with the forward ops of ``layers`` on the IPUs given (None: the layer missing
+    from the record): for the probes."""
+    forward = dict(ran.forward, **layers)
+    return changed(ran, forward={layer: ipus for layer, ipus in forward.items()
+                                 if ipus is not None})
+
+
+def _on_one_ipu(ran: _Ran) -> _Ran:
+    """``ran`` as step 1's code runs: every layer on IPU0, no shards."""
+    return changed(ran, forward={layer: {0} for layer in ran.forward},
+                   run=changed(ran.run, stages=()))
+
+
+def _gradients_placed(ran: _Ran, optimizer_shards, **layers) -> _Ran:
+    return changed(ran, gradients=dict(ran.gradients, **layers),
+                   optimizer_shards=optimizer_shards)
+
+
+def _accumulating(ran: _Ran, count: int) -> _Ran:
+    return changed(ran, run=changed(ran.run, gradient_accumulation_count=count))
+
+
+EXERCISE = Exercise(
+    name="07.shard-the-step", starting_code=STARTING_CODE, solution=solution, run=run_step,
+    call="check_sharded_step(sharded_training_step)",
+    free=("the reduction of the accumulated gradients: added up (SUM, the SDK's default) or "
+          "averaged (MEAN, RUNNING_MEAN)",),
+    rules=(Rule("the step is sharded", _sharded),
+           Rule("every layer in its scope", _every_layer_found),
+           Rule("the tutorial's split", _split),
+           Rule("every gradient on IPU1", _gradients),
+           Rule("16 mini-batches per update", _accumulation_count),
+           Rule("the reference's weights", _weights)),
+    right=_right,
+    probes=(Probe("the step is sharded", _on_one_ipu, "every layer on IPU0, no shards"),
+            Probe("every layer in its scope", lambda ran: _placed(ran, dense64=None),
+                  "dense64 missing from the record (built under another name)"),
+            Probe("every layer in its scope", lambda ran: _placed(ran, flatten=None),
+                  "flatten missing from the record"),
+            Probe("the tutorial's split", lambda ran: _placed(ran, dense64={0, 1}),
+                  "IPU0's last layer, dense64, on both IPUs"),
+            Probe("the tutorial's split", lambda ran: _placed(ran, dense32={0, 1}),
+                  "IPU1's first layer, dense32, on both IPUs"),
+            Probe("the tutorial's split", lambda ran: _placed(ran, dense64={1}),
+                  "the split one layer early"),
+            Probe("the tutorial's split", lambda ran: _placed(ran, dense32={0}),
+                  "the split one layer late"),
+            Probe("every gradient on IPU1",
+                  lambda ran: _gradients_placed(ran, {1}, dense64={0, 1}),
+                  "dense64's gradients on both IPUs, the optimizer on IPU1"),
+            Probe("every gradient on IPU1",
+                  lambda ran: _gradients_placed(ran, {0}, **{layer: {0} for layer in
+                                                             _first_layers()}),
+                  "the optimizer and IPU0's layers' gradients on IPU0"),
+            Probe("16 mini-batches per update",
+                  lambda ran: _accumulating(ran, MINI_BATCHES + 1),
+                  "one mini-batch more per update"),
+            Probe("16 mini-batches per update",
+                  lambda ran: _accumulating(ran, MINI_BATCHES - 1),
+                  "one mini-batch fewer per update"),
+            Probe("the reference's weights", lambda ran: changed(ran, weights=scaled_update(
+                ran.weights, 1 + 3 * TOLERANCE)), "the update a little larger")))
+
+check_sharded_step = check_of(
+    EXERCISE, "check_sharded_step",
+    """``training_step(learning_rate, images, labels)``, sharded as the tutorial's step 2.""")
+
+
+__all__ = ["EXERCISE", "check_sharded_step", "solution", "last_layers", "run_step",
+           "STARTING_CODE"]
