@@ -97,7 +97,8 @@ def check_of(exercise: Exercise, name: str, doc: str):
     def check(*programs):
         return exercise.judge(*programs)
     check.__name__ = check.__qualname__ = name
-    check.__doc__ = doc
+    left = f"\n\nLeft to you: {'; '.join(exercise.free)}." if exercise.free else ""
+    check.__doc__ = doc + left   # help(check) says what the task leaves free
     check = code_exercise(exercise.name, solution=exercise.solution)(check)
     check.exercise = exercise
     return check
