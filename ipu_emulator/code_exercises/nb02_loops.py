@@ -35,10 +35,29 @@ BATCH_SIZE = 32
 STEPS = 20
 # A few images more than STEPS whole batches: a last, smaller batch exists unless it is dropped.
 IMAGES = STEPS * BATCH_SIZE + 5
-# Hints for the SDK's errors a looping attempt can meet, by words of their messages.
+# Hints for the SDK's errors a looping attempt can meet, by words of their messages (the first
+# key found in the message gives the hint: the more specific come first).
+_MIXED_TYPES = ("the running total and the loss added to it have different types: `inputs=[0]` "
+                "starts an int32 total, and the loss is a float32. Start it at 0.0, "
+                "`inputs=[0.0]`, and return [total_loss + loss, train_op] (task b).")
 SDK_HINTS = {
     "fully defined": "the infeed needs batches of one fixed size, and `batch(32)` leaves a "
                      "smaller last batch: write `batch(32, drop_remainder=True)` (task a).",
+    "can only be accessed once": "the infeed's initializer is run once, before the program: "
+                                 "a second `sess.run(infeed.initializer)` (in a Python loop "
+                                 "of steps, say) is refused. Run it once, then the compiled "
+                                 "loop with a single sess.run: the loop is on the IPU now "
+                                 "(task d).",
+    "not placed on an IPU device": "compile was called outside the IPU scope. Task c: put the "
+                                   "compile call inside `with "
+                                   "ipu.scopes.ipu_scope(\"/device:IPU:0\"):`.",
+    "repeat() got an unexpected keyword argument": "repeat's arguments are (n, body, "
+                                                   "inputs=None, infeed_queue=None): "
+                                                   "`ipu.loops.repeat(steps, loop_body, "
+                                                   "inputs=[0.0], infeed_queue=infeed)` "
+                                                   "(task b).",
+    "float32 that does not match type int32": _MIXED_TYPES,
+    "int32 that does not match type float32": _MIXED_TYPES,
     "initializ": "the infeed's iterator does not exist yet: run `sess.run(infeed.initializer)` "
                  "once, after the variables' initializer and before the program (task d).",
     "cannot be called with the specified inputs": "the body takes the loop-carried values "
