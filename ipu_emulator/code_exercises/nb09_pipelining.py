@@ -17,20 +17,21 @@ accumulation count and repeat count, and the losses the outfeed returned.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Dict, Set
+from functools import cached_property
+from typing import Dict, FrozenSet, Optional, Set
 
 import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
-from ipu_emulator.code_exercises import (as_a_fresh_script, code_exercise, forward_ops_by_stage,
-                                         sample_digits)
-from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, matched_variant,
-                                                   mean_variant, optimizer_kinds, reference_run,
-                                                   same_values, weights_problem)
+from ipu_emulator.code_exercises import as_a_fresh_script, forward_ops_by_stage, sample_digits
+from ipu_emulator.code_exercises.harness import Exercise, Probe, Rule, changed, check_of
+from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, TOLERANCE, Facts,
+                                                   matched_variant, optimizer_kinds, same_values,
+                                                   scaled_update, weights_problem)
 from ipu_emulator.code_exercises.nb07_sharding import last_layers
 from ipu_emulator.code_exercises.weights import WeightWatch
-from ipu_emulator.exercises import not_yet, right
+from ipu_emulator.exercises import not_yet
 from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue,
                               pipelining_ops, scopes)
 from ipu_emulator.ipu.gradient_accumulation import GradientAccumulationReductionMethod
@@ -149,7 +150,7 @@ def solution(learning_rate, infeed, outfeed,
         name="Pipeline")
 
 
-class _Ran:
+class _Ran(Facts):
     """What the learner's program did: the last engine run's record, the pipeline stages
     each layer's forward ops were built in (empty without a pipeline), and
     the mean loss the outfeed returned for each run (None when it returned no loss)."""
@@ -167,6 +168,33 @@ class _Ran:
             layer = layer_of(name, LAYERS)
             if layer is not None:
                 self.forward[layer].add(stage)
+
+    @property
+    def chosen_optimizers(self) -> FrozenSet[str]:
+        """The optimizers the learner's run updated its weights with that the reference's
+        did not ("Adam"...): the task leaves the optimizer free."""
+        return optimizer_kinds(self.weights) - optimizer_kinds(self.reference.weights)
+
+    @cached_property
+    def variant(self) -> Optional[str]:
+        """The form of the reference the SDK offers too (the gradients averaged) whose
+        weights the learner's match, or None (always None with another optimizer: its weights
+        are not compared).  Worked out once: the weights rule, the losses rule and the
+        "Right" text all read it."""
+        if self.chosen_optimizers:
+            return None
+        return matched_variant(self.weights, self._variants())
+
+    def _variants(self):
+        return self.mean_variants(self.run.pipeline.reduction_method)
+
+    @property
+    def expected_weights(self) -> WeightWatch:
+        """The weights the learner's are held to: the matched variant's, else the
+        reference's."""
+        if self.variant is None:
+            return self.reference.weights
+        return self._variants()[self.variant]()
 
 
 def _mean_loss(outfed):
@@ -231,36 +259,49 @@ def _stage_words(index):
     return ("first", "second", "third", "fourth")[index] if index < 4 else f"{index + 1}th"
 
 
-@code_exercise("09.pipeline-the-model", solution=solution)
-def check_pipelined_model(pipelined_model):
-    """``pipelined_model(learning_rate, infeed, outfeed)``, pipelined as the tutorial's
-    step 3."""
-    if not callable(pipelined_model):
-        return not_yet("pass the function itself, without calling it: "
-                       "check_pipelined_model(pipelined_model).")
-    ran = run_model(pipelined_model)
-    run, pipeline = ran.run, ran.run.pipeline
-    if pipeline is None:
-        if len(run.stages) > 1:
-            return not_yet(f"your program is still a repeat loop over ipu_shard scopes: it ran "
-                           f"{run.iterations} mini-batches one at a time, each through IPU0 "
-                           f"and then IPU1, so one IPU always waited for the other. Task c: "
-                           f"return ipu.pipelining_ops.pipeline(...) instead of "
-                           f"ipu.loops.repeat(...), with the stage functions of task a.")
-        return not_yet("your program ran no pipeline, on one IPU. Task c: return what "
-                       "ipu.pipelining_ops.pipeline(computational_stages=[stage1, stage2], "
-                       "...) returns.")
-    mapping = tuple(pipeline.device_mapping)
+def _pipeline_ran(ran: _Ran):
+    run = ran.run
+    if run.pipeline is not None:
+        return None
+    if len(run.stages) > 1:
+        return not_yet(f"your program is still a repeat loop over ipu_shard scopes: it ran "
+                       f"{run.iterations} mini-batches one at a time, each through IPU0 "
+                       f"and then IPU1, so one IPU always waited for the other. Task c: "
+                       f"return ipu.pipelining_ops.pipeline(...) instead of "
+                       f"ipu.loops.repeat(...), with the stage functions of task a.")
+    return not_yet("your program ran no pipeline, on one IPU. Task c: return what "
+                   "ipu.pipelining_ops.pipeline(computational_stages=[stage1, stage2], "
+                   "...) returns.")
+
+
+def _mapping(ran: _Ran):
+    return tuple(ran.run.pipeline.device_mapping)
+
+
+def _two_stages(ran: _Ran):
+    mapping = _mapping(ran)
     if len(mapping) != 2:
         where = ", ".join(f"{_stage_words(k)} on IPU{ipu}" for k, ipu in enumerate(mapping))
         return not_yet(f"your pipeline ran {len(mapping)} stages ({where}). The tutorial's "
                        f"has two, one per IPU: stage1 with flatten to dense64, stage2 with "
                        f"dense32, the logits and the loss.")
+    return None
+
+
+def _stage_k_on_ipu_k(ran: _Ran):
+    mapping = _mapping(ran)
     if mapping != (0, 1):
         return not_yet(f"your first stage ran on IPU{mapping[0]} and the second on "
                        f"IPU{mapping[1]} (device_mapping={list(mapping)}). Leave "
                        f"device_mapping out: the pipeline then runs stage k on IPU k, "
                        f"stage1 on IPU0 as in step 2.")
+    return None
+
+
+def _layers_in_their_stages(ran: _Ran):
+    # Layer by layer, in the model's order: the first layer out of place is the one named,
+    # whether it ran in another stage or in no scope of its own.
+    mapping = _mapping(ran)
     for layer, wanted in TUTORIAL_STAGES.items():
         found = ran.forward.get(layer, set())
         if found and found != {wanted}:
@@ -272,16 +313,29 @@ def check_pipelined_model(pipelined_model):
             return not_yet(f"no op of your pipeline's stages was built in "
                            f"tf.variable_scope(\"{layer}\"). Keep each layer in its scope, as "
                            f"in step 2: the record finds the layers by these names.")
-    if pipeline.schedule != SCHEDULE:
-        return not_yet(f"the schedule was {_SCHEDULE_NAMES.get(pipeline.schedule, pipeline.schedule)}; "
+    return None
+
+
+def _schedule(ran: _Ran):
+    schedule = ran.run.pipeline.schedule
+    if schedule != SCHEDULE:
+        return not_yet(f"the schedule was {_SCHEDULE_NAMES.get(schedule, schedule)}; "
                        f"the tutorial asks for Grouped: "
                        f"pipeline_schedule=ipu.pipelining_ops.PipelineSchedule.Grouped.")
-    if pipeline.gradient_accumulation_count != GRADIENT_ACCUMULATION_COUNT:
-        return not_yet(f"your pipeline updated the weights every "
-                       f"{pipeline.gradient_accumulation_count} micro-batches; step 2 "
-                       f"accumulated {GRADIENT_ACCUMULATION_COUNT} "
-                       f"(num_mini_batches=16): "
+    return None
+
+
+def _accumulation_count(ran: _Ran):
+    count = ran.run.pipeline.gradient_accumulation_count
+    if count != GRADIENT_ACCUMULATION_COUNT:
+        return not_yet(f"your pipeline updated the weights every {count} micro-batches; step 2 "
+                       f"accumulated {GRADIENT_ACCUMULATION_COUNT} (num_mini_batches=16): "
                        f"gradient_accumulation_count={GRADIENT_ACCUMULATION_COUNT}.")
+    return None
+
+
+def _repeat_count(ran: _Ran):
+    pipeline = ran.run.pipeline
     if pipeline.repeat_count != REPEAT_COUNT:
         per_run = pipeline.gradient_accumulation_count * pipeline.repeat_count
         return not_yet(f"each sess.run made {pipeline.repeat_count} pass"
@@ -289,60 +343,171 @@ def check_pipelined_model(pipelined_model):
                        f"{pipeline.gradient_accumulation_count} micro-batches ({per_run}); step "
                        f"2's loop ran 64 per run. The pipeline is its own loop: "
                        f"repeat_count={REPEAT_COUNT} makes 4 x 16 = 64.")
+    return None
+
+
+def _outfed_losses(ran: _Ran):
     if ran.losses is None:
         return not_yet("the outfeed returned no loss. Pass outfeed_queue=outfeed and "
                        "outfeed_loss=True, and return (learning_rate, loss) from stage2.")
+    return None
+
+
+def _loss_alone(ran: _Ran):
     if isinstance(ran.outfed, (list, tuple, dict)):
         return not_yet(f"the outfeed brought back {len(ran.outfed)} values per micro-batch, "
                        f"all of the last stage's outputs (the learning rate with the loss): "
                        f"task c asks for outfeed_loss=True, so that the pipeline sends the "
                        f"loss alone, one value per micro-batch.")
+    return None
+
+
+def _no_accumulating_optimizer(ran: _Ran):
     if ran.accumulating_optimizer:
         return not_yet("your optimizer_function wraps its optimizer in "
                        "GradientAccumulationOptimizerV2, as step 2 did: the pipeline already "
                        "adds up the gradients of its 16 micro-batches and hands "
                        "optimizer_function one update per pass. Task b: a plain "
                        "GradientDescentOptimizer(learning_rate) in OptimizerFunctionOutput.")
-    reference = reference_run("09.pipeline-the-model", lambda: run_model(solution))
-    variants = mean_variant(pipeline.reduction_method, "09.pipeline-the-model",
-                            run_model, solution)
-    chosen = optimizer_kinds(ran.weights) - optimizer_kinds(reference.weights)
-    what_ran = (f"your Grouped pipeline ran {REPEAT_COUNT} passes of "
-                f"{GRADIENT_ACCUMULATION_COUNT} micro-batches per run, as the tutorial's")
-    problem = weights_problem(
-        ran.weights, reference.weights, what_ran,
+    return None
+
+
+# What a run that reaches the weights did right, in the tutorial's numbers (the rules before
+# held it to them).
+_WHAT_RAN = (f"your Grouped pipeline ran {REPEAT_COUNT} passes of "
+             f"{GRADIENT_ACCUMULATION_COUNT} micro-batches per run, as the tutorial's")
+
+
+def _weights(ran: _Ran):
+    # Held to the matched variant's weights when the gradients were averaged (``variant``,
+    # worked out once), so weights_problem is given no variants to match again.
+    return weights_problem(
+        ran.weights, ran.expected_weights, _WHAT_RAN,
         f"optimizer_function returns OptimizerFunctionOutput(optimizer, loss) with the loss "
         f"it was given: {NEVER_RUN_UPDATE}.",
         "The pipeline adds up the 16 micro-batches' gradients itself and applies them with "
         "optimizer_function's optimizer, GradientDescentOptimizer(learning_rate): keep the "
         "learning rate it is given and the loss as stage2 computes it.",
-        optimizer_free=True,   # the task leaves the optimizer to the learner
-        variants=variants)
-    if problem is not None:
-        return problem
-    variant = None if chosen else matched_variant(ran.weights, variants)
-    if not chosen and variant is None and not same_values(ran.losses, reference.losses):
-        return not_yet(f"{what_ran}, but the losses the outfeed brought back "
-                       f"({', '.join(f'{loss:.3f}' for loss in ran.losses)} per run) are not "
-                       f"the ones its stages computed: stage2 returns (learning_rate, loss), "
-                       f"and outfeed_loss=True sends that loss.")
+        optimizer_free=True)   # the task leaves the optimizer to the learner
+
+
+def _losses(ran: _Ran):
+    # Another optimizer or the averaged gradients train otherwise: their losses are their own.
+    if (ran.chosen_optimizers or ran.variant is not None
+            or same_values(ran.losses, ran.reference.losses)):
+        return None
+    return not_yet(f"{_WHAT_RAN}, but the losses the outfeed brought back "
+                   f"({', '.join(f'{loss:.3f}' for loss in ran.losses)} per run) are not "
+                   f"the ones its stages computed: stage2 returns (learning_rate, loss), "
+                   f"and outfeed_loss=True sends that loss.")
+
+
+def _right(ran: _Ran) -> str:
+    run, pipeline, chosen = ran.run, ran.run.pipeline, ran.chosen_optimizers
     optimizer = ("" if not chosen else
                  f" (with {' and '.join(sorted(chosen))} as your optimizer: the task leaves "
                  f"its choice to you, so the check saw it train and compared no weights)")
-    if variant is not None:
-        optimizer = f" (with {variant}, which the SDK offers too)"
-    return right(f"your program ran as the tutorial's step 3: a Grouped pipeline of two "
-                 f"stages, flatten to dense64 on IPU0 and dense32, the logits and the loss on "
-                 f"IPU1. Each sess.run made {pipeline.repeat_count} passes of "
-                 f"{pipeline.gradient_accumulation_count} micro-batches, the "
-                 f"{pipeline.repeat_count * pipeline.gradient_accumulation_count} of step 2's "
-                 f"loop, with {run.weight_updates // max(1, pipeline.repeat_count)} weight update "
-                 f"per pass; the mean loss went "
-                 f"{' -> '.join(f'{loss:.3f}' for loss in ran.losses)} over {len(ran.losses)} "
-                 f"runs. "
-                 f"Unlike step 2's shards, each stage's backward pass ran on its own IPU, and "
-                 f"both IPUs worked at once on different micro-batches{optimizer}.")
+    if ran.variant is not None:
+        optimizer = f" (with {ran.variant}, which the SDK offers too)"
+    return (f"your program ran as the tutorial's step 3: a Grouped pipeline of two "
+            f"stages, flatten to dense64 on IPU0 and dense32, the logits and the loss on "
+            f"IPU1. Each sess.run made {pipeline.repeat_count} passes of "
+            f"{pipeline.gradient_accumulation_count} micro-batches, the "
+            f"{pipeline.repeat_count * pipeline.gradient_accumulation_count} of step 2's "
+            f"loop, with {run.weight_updates // max(1, pipeline.repeat_count)} weight update "
+            f"per pass; the mean loss went "
+            f"{' -> '.join(f'{loss:.3f}' for loss in ran.losses)} over {len(ran.losses)} "
+            f"runs. "
+            f"Unlike step 2's shards, each stage's backward pass ran on its own IPU, and "
+            f"both IPUs worked at once on different micro-batches{optimizer}.")
 
 
-__all__ = ["check_pipelined_model", "solution", "tutorial_stage1", "tutorial_stage2",
+def _pipeline(ran: _Ran, **values) -> _Ran:
+    """``ran`` with its pipeline's settings changed: for the probes."""
+    pipeline = changed(ran.run.pipeline, **values)
+    return changed(ran, run=changed(ran.run, pipeline=pipeline))
+
+
+def _forward(ran: _Ran, layer: str, stages) -> _Ran:
+    """``ran`` with ``layer``'s forward ops in ``stages`` (none: built in no scope of its
+    own): for the probes."""
+    forward = {name: set(found) for name, found in ran.forward.items() if name != layer}
+    if stages:
+        forward[layer] = set(stages)
+    return changed(ran, forward=forward)
+
+
+EXERCISE = Exercise(
+    name="09.pipeline-the-model", starting_code=STARTING_CODE, solution=solution, run=run_model,
+    call="check_pipelined_model(pipelined_model)",
+    free=("the optimizer optimizer_function returns: another one than GradientDescentOptimizer "
+          "is seen to train, and its weights are not compared",
+          "the reduction of the accumulated gradients: added up (SUM, the SDK's default) or "
+          "averaged (MEAN, RUNNING_MEAN)"),
+    rules=(Rule("a pipeline ran", _pipeline_ran),
+           Rule("two stages", _two_stages),
+           Rule("stage k on IPU k", _stage_k_on_ipu_k),
+           Rule("each layer in its stage of step 3", _layers_in_their_stages),
+           Rule("the Grouped schedule", _schedule),
+           Rule("16 micro-batches per update", _accumulation_count),
+           Rule("4 passes per run", _repeat_count),
+           Rule("the outfeed returned losses", _outfed_losses),
+           Rule("the outfeed sends the loss alone", _loss_alone),
+           Rule("no accumulating optimizer in optimizer_function", _no_accumulating_optimizer),
+           Rule("the reference's weights", _weights),
+           Rule("the losses the stages computed", _losses)),
+    right=_right,
+    probes=(Probe("a pipeline ran", lambda ran: changed(ran, run=changed(ran.run, pipeline=None)),
+                  "no pipeline"),
+            Probe("two stages", lambda ran: _pipeline(ran, device_mapping=(0, 1, 0)),
+                  "a third stage"),
+            Probe("two stages", lambda ran: _pipeline(ran, device_mapping=(0,)),
+                  "one stage"),
+            Probe("stage k on IPU k", lambda ran: _pipeline(ran, device_mapping=(1, 0)),
+                  "the stages swapped between the IPUs"),
+            Probe("stage k on IPU k", lambda ran: _pipeline(ran, device_mapping=(0, 0)),
+                  "both stages on IPU0"),
+            Probe("each layer in its stage of step 3",
+                  lambda ran: _forward(ran, "dense64", (0, 1)), "dense64 in both stages"),
+            Probe("each layer in its stage of step 3",
+                  lambda ran: _forward(ran, "dense32", (0,)), "the cut one layer late"),
+            Probe("each layer in its stage of step 3",
+                  lambda ran: _forward(ran, "dense64", (1,)), "the cut one layer early"),
+            Probe("each layer in its stage of step 3",
+                  lambda ran: _forward(ran, "logits", ()), "the logits in no scope of theirs"),
+            Probe("the Grouped schedule", lambda ran: _pipeline(ran, schedule="interleaved"),
+                  "the Interleaved schedule"),
+            Probe("the Grouped schedule", lambda ran: _pipeline(ran, schedule="sequential"),
+                  "the Sequential schedule"),
+            Probe("16 micro-batches per update", lambda ran: _pipeline(
+                ran, gradient_accumulation_count=GRADIENT_ACCUMULATION_COUNT + 1),
+                "one micro-batch more per update"),
+            Probe("16 micro-batches per update", lambda ran: _pipeline(
+                ran, gradient_accumulation_count=GRADIENT_ACCUMULATION_COUNT - 1),
+                "one micro-batch fewer per update"),
+            Probe("4 passes per run", lambda ran: _pipeline(ran, repeat_count=REPEAT_COUNT + 1),
+                  "one pass more per run"),
+            Probe("4 passes per run", lambda ran: _pipeline(ran, repeat_count=REPEAT_COUNT - 1),
+                  "one pass fewer per run"),
+            Probe("the outfeed returned losses", lambda ran: changed(ran, losses=None),
+                  "no loss outfed"),
+            Probe("the outfeed sends the loss alone",
+                  lambda ran: changed(ran, outfed=(np.full_like(ran.outfed, 0.01), ran.outfed)),
+                  "the learning rate outfed with the loss"),
+            Probe("no accumulating optimizer in optimizer_function",
+                  lambda ran: changed(ran, accumulating_optimizer=True),
+                  "step 2's accumulating optimizer left in"),
+            Probe("the reference's weights", lambda ran: changed(ran, weights=scaled_update(
+                ran.weights, 1 + 3 * TOLERANCE)), "the update a little larger"),
+            Probe("the losses the stages computed",
+                  lambda ran: changed(ran, losses=[loss * 1.01 for loss in ran.losses]),
+                  "the losses 1 % larger")))
+
+check_pipelined_model = check_of(
+    EXERCISE, "check_pipelined_model",
+    """``pipelined_model(learning_rate, infeed, outfeed)``, pipelined as the tutorial's
+    step 3.""")
+
+
+__all__ = ["EXERCISE", "check_pipelined_model", "solution", "tutorial_stage1", "tutorial_stage2",
            "run_model", "STARTING_CODE"]

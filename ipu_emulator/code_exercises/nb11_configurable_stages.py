@@ -8,25 +8,28 @@ splits works: cut the layers (in the model's order) before each split, make one 
 function per piece, and hand the pipeline that list.
 
 ``check_configurable_pipeline`` calls it with two lists of splits, a 4-stage one and a
-2-stage one, compiles each for a device of one IPU per stage, runs it once and reads the
-record: how many stages ran, and in which stage each layer's forward ops were built (from the
-``stage<k>_<layer>`` variable scopes the tutorial gives each layer).
+2-stage one (the second once the first's run met every rule: the exercise's rules are the
+same checks for each splits, in turn), compiles each for a device of one IPU per stage, runs
+it once and reads the record: how many stages ran, and in which stage each layer's forward
+ops were built (from the ``stage<k>_<layer>`` variable scopes the tutorial gives each layer).
 """
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict, namedtuple
-from typing import Dict, List, Sequence, Set
+from typing import Dict, List, Sequence, Set, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
-from ipu_emulator.code_exercises import (as_a_fresh_script, code_exercise, forward_ops_by_stage,
-                                         sample_digits)
-from ipu_emulator.code_exercises.reference import reference_run, same_values, weights_problem
+from ipu_emulator.code_exercises import as_a_fresh_script, forward_ops_by_stage, sample_digits
+from ipu_emulator.code_exercises.harness import Exercise, Probe, Rule, changed, check_of
+from ipu_emulator.code_exercises.reference import (TOLERANCE, Facts, same_values, scaled_update,
+                                                   weights_problem)
 from ipu_emulator.code_exercises.weights import WeightWatch
-from ipu_emulator.exercises import not_yet, right
+from ipu_emulator.exercises import not_yet
 from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue,
                               pipelining_ops, scopes)
 from ipu_emulator.runtime import programs
@@ -213,6 +216,29 @@ def run_pipeline(pipeline_for_splits, splits: Sequence[str]) -> _Ran:
     return _Ran(program, runs.runs[-1], outfed, weights)
 
 
+class _Tried(Facts):
+    """What ``pipeline_for_splits`` did with each of ``SPLITS_TRIED``: each splits' run is
+    made when a rule first asks for it.  The rules take the splits in turn, so the second
+    splits run only once the first's met every rule: an error the learner's code raises
+    there (``LearnerCodeFailed``, out of the rule that asked) never hides what was wrong
+    with the first."""
+
+    def __init__(self, pipeline_for_splits):
+        self.pipeline_for_splits = pipeline_for_splits
+        self.runs: Dict[Tuple[str, ...], _Ran] = {}
+
+    def ran(self, splits: Tuple[str, ...]) -> _Ran:
+        if splits not in self.runs:
+            self.runs[splits] = run_pipeline(self.pipeline_for_splits, splits)
+        return self.runs[splits]
+
+
+def run_splits(pipeline_for_splits) -> _Tried:
+    """``pipeline_for_splits`` to be run with each of ``SPLITS_TRIED`` (``run_pipeline``)
+    when the rules first ask."""
+    return _Tried(pipeline_for_splits)
+
+
 def _pieces(splits: Sequence[str]) -> List[List[str]]:
     cuts = [0] + [LAYER_NAMES.index(split) for split in splits] + [len(LAYER_NAMES)]
     return [LAYER_NAMES[start:end] for start, end in zip(cuts, cuts[1:])]
@@ -222,26 +248,45 @@ def _described(pieces) -> str:
     return " | ".join("-".join(piece) for piece in pieces)
 
 
-def _problem(ran: _Ran, splits: Sequence[str]):
-    """The first thing wrong with one program's run, as a ``not_yet``; None when right."""
-    wanted = _pieces(splits)
-    pipeline = ran.run.pipeline
-    if pipeline is None:
+# The checks of one splits' run, in the tutorial's task order; the exercise's rules are these
+# checks for the first splits tried, then for the second (``_CHECKS``).
+
+def _pipeline_ran(tried: _Tried, splits):
+    if tried.ran(splits).run.pipeline is None:
         return not_yet("your function ran no pipeline: return what "
                        "ipu.pipelining_ops.pipeline(...) returns.")
-    stages = len(pipeline.device_mapping)
+    return None
+
+
+def _stages(tried: _Tried, splits) -> int:
+    return len(tried.ran(splits).run.pipeline.device_mapping)
+
+
+def _stage_count(tried: _Tried, splits):
+    wanted, stages = _pieces(splits), _stages(tried, splits)
     if stages != len(wanted):
         return not_yet(f"with splits {list(splits)} your pipeline ran {stages} stages; "
                        f"{len(splits)} splits make {len(wanted)} "
                        f"({_described(wanted)}). Tasks a and c: build the stage functions "
                        f"from the splits instead of the hard-coded [stage0, stage1].")
-    if not ran.forward:
+    return None
+
+
+def _scoped(tried: _Tried, splits):
+    if not tried.ran(splits).forward:
         return not_yet("no layer of your stages was built in a "
                        "tf.variable_scope(f\"stage{k}_{layer.name}\"): the check finds the "
                        "layers by these names, and so do the trace and the variables (task "
                        "b).")
+    return None
+
+
+def _placement(tried: _Tried, splits):
+    # Layer by layer, in the model's order: the first layer out of its piece's stage is the
+    # one the answer is about (a split's layer one stage early: the cut after it, not before).
+    ran, wanted = tried.ran(splits), _pieces(splits)
     built = [[name for name in LAYER_NAMES if k in ran.forward.get(name, ())]
-             for k in range(stages)]
+             for k in range(_stages(tried, splits))]
     for name, stage in ((name, k) for k, piece in enumerate(wanted) for name in piece):
         found = ran.forward.get(name, set())
         if found == {stage}:
@@ -254,59 +299,153 @@ def _problem(ran: _Ran, splits: Sequence[str]):
         return not_yet(f"with splits {list(splits)} your stages were {_described(built)}; "
                        f"they should be {_described(wanted)}: each stage runs the layers "
                        f"from one split up to the next (task a).")
-    if pipeline.gradient_accumulation_count != GRADIENT_ACCUMULATION_COUNT:
-        return not_yet(f"with splits {list(splits)} your stages were {_described(wanted)}, but "
-                       f"the pipeline updated the weights every "
-                       f"{pipeline.gradient_accumulation_count} micro-batches: keep the "
-                       f"starting code's gradient_accumulation_count="
-                       f"{GRADIENT_ACCUMULATION_COUNT}, which every split tried divides as the "
-                       f"Grouped schedule needs.")
-    if isinstance(ran.outfed, (list, tuple, dict)):
+    return None
+
+
+def _accumulation_count(tried: _Tried, splits):
+    count = tried.ran(splits).run.pipeline.gradient_accumulation_count
+    if count != GRADIENT_ACCUMULATION_COUNT:
+        return not_yet(f"with splits {list(splits)} your stages were "
+                       f"{_described(_pieces(splits))}, but the pipeline updated the weights "
+                       f"every {count} micro-batches: keep the starting code's "
+                       f"gradient_accumulation_count={GRADIENT_ACCUMULATION_COUNT}, which every "
+                       f"split tried divides as the Grouped schedule needs.")
+    return None
+
+
+def _loss_alone(tried: _Tried, splits):
+    outfed = tried.ran(splits).outfed
+    if isinstance(outfed, (list, tuple, dict)):
         return not_yet(f"with splits {list(splits)} the outfeed brought back "
-                       f"{len(ran.outfed)} values per micro-batch, all of the last stage's "
+                       f"{len(outfed)} values per micro-batch, all of the last stage's "
                        f"outputs: keep outfeed_loss=True in the pipeline, so that it sends "
                        f"the loss alone.")
-    if not (np.isfinite(ran.losses).all() and ran.losses.size):
+    return None
+
+
+def _outfed_losses(tried: _Tried, splits):
+    losses = tried.ran(splits).losses
+    if not (np.isfinite(losses).all() and losses.size):
         return not_yet("the outfeed returned no loss: keep outfeed_queue=outfeed and "
                        "outfeed_loss=True in the pipeline.")
-    reference = reference_run(f"11.stages-from-splits {list(splits)}",
-                              lambda: run_pipeline(solution, splits))
-    problem = weights_problem(
-        ran.weights, reference.weights,
-        f"with splits {list(splits)} your stages were {_described(wanted)}",
+    return None
+
+
+def _weights(tried: _Tried, splits):
+    return weights_problem(
+        tried.ran(splits).weights, tried.reference.ran(splits).weights,
+        f"with splits {list(splits)} your stages were {_described(_pieces(splits))}",
         "Keep the starting code's optimizer_function as it is, passed to the pipeline.",
         "The stages call each layer's function once, in the model's order, passing each "
         "layer's outputs on to the next; the pipeline keeps gradient_accumulation_count=16 "
         "and the starting code's optimizer_function.")
-    if problem is not None:
-        return problem
-    if not same_values(ran.losses, reference.losses):
-        return not_yet(f"with splits {list(splits)} your stages were {_described(wanted)} and "
-                       f"trained as the tutorial's, but the outfeed brought back other values "
-                       f"than the losses they computed: the last stage returns the loss, "
-                       f"and outfeed_loss=True sends it.")
+
+
+def _losses(tried: _Tried, splits):
+    if not same_values(tried.ran(splits).losses, tried.reference.ran(splits).losses):
+        return not_yet(f"with splits {list(splits)} your stages were "
+                       f"{_described(_pieces(splits))} and trained as the tutorial's, but the "
+                       f"outfeed brought back other values than the losses they computed: the "
+                       f"last stage returns the loss, and outfeed_loss=True sends it.")
     return None
 
 
-@code_exercise("11.stages-from-splits", solution=solution)
-def check_configurable_pipeline(pipeline_for_splits):
+def _right(tried: _Tried) -> str:
+    described = "; ".join(f"{list(splits)} -> {_described(_pieces(splits))} on "
+                          f"{len(splits) + 1} IPUs" for splits in SPLITS_TRIED)
+    return (f"your stages follow the splits: {described}, each layer in its own "
+            f"stage<k>_<layer> scope. The rest of the tutorial's step 4 is plumbing: "
+            f"reading the splits from the command line and asking for one IPU per "
+            f"stage. The next sections show why asking for IPUs needs a rule for "
+            f"three stages.")
+
+
+def _with(splits) -> str:
+    return f"with splits {list(splits)}"
+
+
+def _pipeline_changed(ran: _Ran, **values) -> Dict[str, object]:
+    return {"run": changed(ran.run, pipeline=changed(ran.run.pipeline, **values))}
+
+
+def _forward_changed(ran: _Ran, layer: str, stages) -> Dict[str, object]:
+    forward = {name: set(found) for name, found in ran.forward.items() if name != layer}
+    if stages:
+        forward[layer] = set(stages)
+    return {"forward": forward}
+
+
+def _stage_of(layer: str, splits) -> int:
+    return next(k for k, piece in enumerate(_pieces(splits)) if layer in piece)
+
+
+# Each check's fact, and the smallest wrong changes of one splits' run it must catch first
+# (``change(run, splits)`` gives the values to change in the run).
+_CHECKS = (
+    ("a pipeline ran", _pipeline_ran,
+     ((lambda ran, splits: {"run": changed(ran.run, pipeline=None)}, "no pipeline"),)),
+    ("one stage per piece", _stage_count,
+     ((lambda ran, splits: _pipeline_changed(
+         ran, device_mapping=tuple(range(len(splits) + 2))), "one stage more"),
+      (lambda ran, splits: _pipeline_changed(
+          ran, device_mapping=tuple(range(len(splits)))), "one stage fewer"))),
+    ("the layers in stage<k>_<layer> scopes", _scoped,
+     ((lambda ran, splits: {"forward": {}}, "no layer in its scope"),)),
+    ("each layer in its piece's stage", _placement,
+     ((lambda ran, splits: _forward_changed(
+         ran, splits[-1], (_stage_of(splits[-1], splits) - 1,)),
+       "the last split's layer ending the stage before"),
+      (lambda ran, splits: _forward_changed(
+          ran, splits[0], (_stage_of(splits[0], splits) - 1, _stage_of(splits[0], splits))),
+       "the first split's layer in both its stage and the one before"),
+      (lambda ran, splits: _forward_changed(ran, "cel", (len(splits) - 1,)),
+       "the loss a stage early"),
+      (lambda ran, splits: _forward_changed(ran, "logits", ()), "the logits in no scope"))),
+    ("16 micro-batches per update", _accumulation_count,
+     ((lambda ran, splits: _pipeline_changed(
+         ran, gradient_accumulation_count=GRADIENT_ACCUMULATION_COUNT + 1),
+       "one micro-batch more per update"),
+      (lambda ran, splits: _pipeline_changed(
+          ran, gradient_accumulation_count=GRADIENT_ACCUMULATION_COUNT - 1),
+       "one micro-batch fewer per update"))),
+    ("the outfeed sends the loss alone", _loss_alone,
+     ((lambda ran, splits: {"outfed": (np.full_like(ran.outfed, 0.01), ran.outfed)},
+       "the learning rate outfed with the loss"),)),
+    ("the outfeed returned losses", _outfed_losses,
+     ((lambda ran, splits: {"outfed": np.zeros(0)}, "no loss outfed"),
+      (lambda ran, splits: {"outfed": np.full_like(ran.outfed, np.nan)}, "NaN losses"))),
+    ("the reference's weights", _weights,
+     ((lambda ran, splits: {"weights": scaled_update(ran.weights, 1 + 3 * TOLERANCE)},
+       "the update a little larger"),)),
+    ("the losses the stages computed", _losses,
+     ((lambda ran, splits: {"outfed": ran.outfed * 1.01}, "the losses 1 % larger"),)),
+)
+
+
+def _changed_run(tried: _Tried, splits, change) -> _Tried:
+    """``tried`` (all its splits run) with ``change`` made to the run of ``splits``."""
+    runs = {tried_splits: tried.ran(tried_splits) for tried_splits in SPLITS_TRIED}
+    runs[splits] = changed(runs[splits], **change(runs[splits], splits))
+    return changed(tried, runs=runs)
+
+
+EXERCISE = Exercise(
+    name="11.stages-from-splits", starting_code=STARTING_CODE, solution=solution,
+    run=run_splits, call="check_configurable_pipeline(pipeline_for_splits)",
+    rules=tuple(Rule(f"{fact} {_with(splits)}", functools.partial(check, splits=splits))
+                for splits in SPLITS_TRIED for fact, check, _ in _CHECKS),
+    right=_right,
+    probes=tuple(Probe(f"{fact} {_with(splits)}",
+                       functools.partial(_changed_run, splits=splits, change=change),
+                       f"{what} {_with(splits)}")
+                 for splits in SPLITS_TRIED for fact, _, probes in _CHECKS
+                 for change, what in probes))
+
+check_configurable_pipeline = check_of(
+    EXERCISE, "check_configurable_pipeline",
     """``pipeline_for_splits(layers, splits, learning_rate, infeed, outfeed)``: the stages
-    the splits describe, for any splits."""
-    if not callable(pipeline_for_splits):
-        return not_yet("pass the function itself, without calling it: "
-                       "check_configurable_pipeline(pipeline_for_splits).")
-    for splits in SPLITS_TRIED:
-        problem = _problem(run_pipeline(pipeline_for_splits, splits), splits)
-        if problem is not None:
-            return problem
-    tried = "; ".join(f"{list(splits)} -> {_described(_pieces(splits))} on "
-                      f"{len(splits) + 1} IPUs" for splits in SPLITS_TRIED)
-    return right(f"your stages follow the splits: {tried}, each layer in its own "
-                 f"stage<k>_<layer> scope. The rest of the tutorial's step 4 is plumbing: "
-                 f"reading the splits from the command line and asking for one IPU per "
-                 f"stage. The next sections show why asking for IPUs needs a rule for "
-                 f"three stages.")
+    the splits describe, for any splits.""")
 
 
-__all__ = ["check_configurable_pipeline", "solution", "run_pipeline", "STARTING_CODE",
+__all__ = ["EXERCISE", "check_configurable_pipeline", "solution", "run_pipeline", "STARTING_CODE",
            "LAYERS", "optimizer_function"]
