@@ -44,6 +44,7 @@ RUNS = 2
 LEARNING_RATE = 0.005
 MOMENTUM = 0.9
 TARGET = "ipu2"
+DEVICE_MAPPING = (0, 1)   # the notebook's: stage1 (the wide layers) on IPU 0, stage2 on IPU 1
 BUDGET_MB = 2.5
 # The memory options as the run record names them, each with its default first, and the
 # SDK's words for them (what the learner writes).
@@ -252,6 +253,23 @@ def _counts(ran: MemoryRun) -> Optional[Feedback]:
     return None
 
 
+def _placement(ran: MemoryRun) -> Optional[Feedback]:
+    mapping, replicas = tuple(ran.run.pipeline.device_mapping), ran.run.replicas
+    if mapping != DEVICE_MAPPING:
+        return not_yet(f"your pipeline put its stages on IPUs {list(mapping)}; the notebook's "
+                       f"puts them on {list(DEVICE_MAPPING)}: stage1, the wide layers, on IPU 0 "
+                       f"and stage2 on IPU 1. The exercise fits that IPU 0 in memory: leave "
+                       f"device_mapping out (or give {list(DEVICE_MAPPING)}), and change only "
+                       f"the memory options.")
+    if replicas != 1:
+        return not_yet(f"your program ran {replicas} replicas of the pipeline, on "
+                       f"{ran.run.num_ipus} IPUs: each replica trained on batches of its own. "
+                       f"The notebook's pipeline is one replica on {len(DEVICE_MAPPING)} IPUs: "
+                       f"configure config.auto_select_ipus = {len(DEVICE_MAPPING)}, and change "
+                       f"only the memory options.")
+    return None
+
+
 def _optimizer(ran: MemoryRun) -> Optional[Feedback]:
     if ran.optimizers != ran.reference.optimizers:
         return not_yet(f"your pipeline updated the weights with {_kinds(ran.optimizers)}, not "
@@ -353,6 +371,7 @@ EXERCISE = Exercise(
           "pass",),
     rules=(Rule("a pipeline ran", _a_pipeline),
            Rule("16 micro-batches per update, 2 passes per run", _counts),
+           Rule("stage1 on IPU 0, stage2 on IPU 1, one replica", _placement),
            Rule("the notebook's momentum optimizer", _optimizer),
            Rule("no offload_weights for the optimizer's state", _offload_weights),
            Rule("finite losses outfed", _finite_losses),
@@ -377,6 +396,12 @@ EXERCISE = Exercise(
             Probe("16 micro-batches per update, 2 passes per run",
                   lambda ran: _pipeline(ran, repeat_count=REPEAT_COUNT - 1),
                   "one pass fewer per run"),
+            Probe("stage1 on IPU 0, stage2 on IPU 1, one replica",
+                  lambda ran: _pipeline(ran, device_mapping=(1, 0)), "the stages swapped"),
+            Probe("stage1 on IPU 0, stage2 on IPU 1, one replica",
+                  lambda ran: _pipeline(ran, device_mapping=(0, 0)), "both stages on IPU 0"),
+            Probe("stage1 on IPU 0, stage2 on IPU 1, one replica",
+                  lambda ran: changed(ran, run=changed(ran.run, replicas=2)), "two replicas"),
             Probe("the notebook's momentum optimizer",
                   lambda ran: changed(ran, optimizers=frozenset({"GradientDescent"})),
                   "another optimizer"),
