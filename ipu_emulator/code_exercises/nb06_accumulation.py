@@ -168,7 +168,8 @@ def _accumulating(ran: ProgramRun):
                        f"mini-batch: the optimizer applies each mini-batch's gradients as "
                        f"soon as it has them. Task a: wrap it, ipu.optimizers."
                        f"GradientAccumulationOptimizerV2(optimizer, "
-                       f"num_mini_batches={NUM_MINI_BATCHES}).")
+                       f"num_mini_batches={NUM_MINI_BATCHES}), and return the wrapper's "
+                       f"minimize: the plain optimizer's own still updates every mini-batch.")
     return None
 
 
@@ -177,7 +178,8 @@ def _accumulation_count(ran: ProgramRun):
     count = run.gradient_accumulation_count
     if count != NUM_MINI_BATCHES:
         return not_yet(f"your optimizer added up {_mini_batches(count)} per weight update "
-                       f"({run.weight_updates} updates per run), an update on {count} x "
+                       f"({run.weight_updates} update{'s' if run.weight_updates != 1 else ''} "
+                       f"per run), an update on {count} x "
                        f"{BATCH_SIZE} = {count * BATCH_SIZE} images. The tutorial accumulates "
                        f"{NUM_MINI_BATCHES}: num_mini_batches={NUM_MINI_BATCHES}, for updates on "
                        f"{NUM_MINI_BATCHES * BATCH_SIZE} images.")
