@@ -31,7 +31,7 @@ from ipu_emulator.code_exercises.wording import (DIGIT_BYTES, engine_runs as _ru
 from ipu_emulator.exercises import not_yet
 from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue, loops,
                               optimizers, scopes)
-from ipu_emulator.runtime import programs, replication
+from ipu_emulator.runtime import ipu_backend, programs, replication
 
 BATCH_SIZE = 32
 STEPS = 10          # steps the check asks train for: each replica makes them all
@@ -45,6 +45,12 @@ SDK_HINTS = {
                                          "one-IPU program.",
     "has no attribute": "the names are ipu.optimizers.CrossReplicaOptimizer(optimizer) and "
                         "config.auto_select_ipus; the queues take replication_factor=2.",
+    # Before the queues' hint: the wrapper's own arguments (Python 3.10 names the class).
+    "CrossReplicaOptimizer.__init__() got an unexpected keyword argument":
+        "CrossReplicaOptimizer takes only the optimizer it wraps (and a name): "
+        "ipu.optimizers.CrossReplicaOptimizer(tf.train.GradientDescentOptimizer(0.05)) "
+        "averages over every replica the device makes. The count goes to the device "
+        "(task a) and to the queues' replication_factor (task b).",
     "unexpected keyword argument": "both queues take the count as `replication_factor=2`, "
                                    "next to their feed_name.",
 }
@@ -144,7 +150,8 @@ def run_training(train) -> _Ran:
         try:
             return train(*args)
         except Exception as error:  # pylint: disable=broad-except  (raised again)
-            hint = _replication_mismatch_hint(getattr(error, "message", None) or str(error))
+            hint = _replication_mismatch_hint(getattr(error, "message", None) or str(error),
+                                              _selected_no_ipus())
             if hint is not None:
                 hints.clear()
                 hints[""] = hint
@@ -167,14 +174,29 @@ def _queues_told(graph, replicas: int) -> bool:
     return False
 
 
-def _replication_mismatch_hint(message: str):
+def _selected_no_ipus() -> bool:
+    """Whether the learner's code applied an IPU configuration that selected no IPUs (its
+    auto_select_ipus set after configure_ipu_system(), or never): the SDK then makes a
+    device of one IPU by itself."""
+    options = ipu_backend.applied_options()
+    return options is not None and not options.device_config
+
+
+def _replication_mismatch_hint(message: str, selected_no_ipus: bool = False):
     """The hint for the SDK's error when a queue's ``replication_factor`` is not the number of
-    replicas the device gives the program: which of the three mistakes it was, read from the
-    numbers in the message."""
+    replicas the device gives the program: which of the mistakes it was, read from the
+    numbers in the message (and, for a device of one IPU, whether the configuration the
+    learner applied selected any IPUs)."""
     found = _MISMATCH.search(message)
     if found is None:
         return None
     program, queue, declared = int(found.group(1)), found.group(2), int(found.group(3))
+    if program == 1 and selected_no_ipus:
+        return (f"the {queue} was told {declared} replicas, but the configuration your code "
+                f"applied selected no IPUs, so the SDK made a device of one IPU and the "
+                f"program ran as a single replica. A configuration is read when "
+                f"configure_ipu_system() applies it: set config.auto_select_ipus = {declared} "
+                f"before that call (task a).")
     if program == 1:
         return (f"the {queue} was told {declared} replicas, but the device has one IPU, so the "
                 f"program runs as a single replica. Task a: config.auto_select_ipus = "
@@ -200,6 +222,9 @@ def _losses(returned):
 def _what(returned) -> str:
     values = _losses(returned)
     if values is None:
+        if isinstance(returned, np.ndarray) and returned.size == 0:
+            return ("an empty array, what the outfeed's dequeue gives before the training run "
+                    "has filled it")
         return kind_of(returned)
     return f"{values.size} values (the first {values.ravel()[0]:.3f})"
 

@@ -40,6 +40,18 @@ SDK_HINTS = {
                               "ipu_shard(1).",
     "has no attribute": "the scope is ipu.scopes.ipu_shard(k), used as `with "
                         "ipu.scopes.ipu_shard(0):`.",
+    "ipu_shard() got an unexpected keyword argument": "ipu_shard takes the IPU's index, "
+                                                      "positionally or as `index`: `with "
+                                                      "ipu.scopes.ipu_shard(0):`, or "
+                                                      "ipu_shard(index=0).",
+    # The check's loop carries the learning rate.  A key of its own, found before the
+    # general hint on loop bodies (code_exercises' own, keyed by the whole phrase), which
+    # speaks of the inputs a learner's own loop is given.
+    "Mismatch between input types and output types":
+        "the check runs your step as the body of a loop that carries the learning rate, so "
+        "the step returns it first and then minimize's result, `return learning_rate, "
+        "train_op`, as the starting code does: any other tensor it returns (the loss) counts "
+        "as one more carried value.",
 }
 
 
