@@ -89,6 +89,8 @@ SDK_HINTS = {
                                                       "IPU: build the model inside "
                                                       "strategy.scope(), then compile and fit "
                                                       "it there.",
+    "cannot run eagerly": "an IPU runs compiled programs only: leave run_eagerly out of "
+                          "compile (its default is False).",
     "partial batch": "fit was given arrays whose count is not a whole number of batches: give "
                      "it the dataset, batched with drop_remainder=True (task a).",
 }
@@ -252,9 +254,13 @@ def _without_values(error: BaseException) -> BaseException:
 
 @dataclass
 class OutfeedRun(ProgramRun):
-    """What ``train`` did (``ProgramRun``), and how many times it dequeued an outfeed."""
+    """What ``train`` did (``ProgramRun``), how many times it dequeued an outfeed, how many
+    losses its dequeues gave back (an ``ALL``-mode outfeed's) and whether it dequeued an
+    outfeed in ``IPUOutfeedMode.LAST``."""
 
     dequeues: int = 0
+    dequeued: int = 0
+    last_mode: bool = False
 
 
 def run_training(train) -> OutfeedRun:
@@ -264,19 +270,39 @@ def run_training(train) -> OutfeedRun:
     with _eagerly(), _counting_dequeues() as dequeues:   # an eager dataset, for iter()
         dataset = tf.data.Dataset.from_tensor_slices((images, labels)).repeat()
         ran = _run(train, dataset.batch(BATCH_SIZE, drop_remainder=True), STEPS)
-    return OutfeedRun(ran.runs, ran.returned, ran.weights, dequeues=dequeues[0])
+    return OutfeedRun(ran.runs, ran.returned, ran.weights, dequeues=dequeues.calls,
+                      dequeued=dequeues.elements, last_mode=dequeues.last_mode)
+
+
+@dataclass
+class _Dequeues:
+    calls: int = 0
+    elements: int = 0         # what the ALL-mode dequeues gave back: their leading dimension
+    last_mode: bool = False   # a LAST-mode outfeed was dequeued
+
+
+def _leading_dimension(values) -> int:
+    flat = tf.nest.flatten(values)
+    shape = np.shape(flat[0]) if flat else ()
+    return int(shape[0]) if shape else 0
 
 
 @contextlib.contextmanager
 def _counting_dequeues():
-    """Inside: every ``IPUOutfeedQueue.dequeue`` call counted (yields a one-item list)."""
-    counted = [0]
+    """Inside: every ``IPUOutfeedQueue.dequeue`` call counted, with what it gave back
+    (yields a ``_Dequeues``)."""
+    counted = _Dequeues()
     original = ipu_outfeed_queue.IPUOutfeedQueue.dequeue
 
     @functools.wraps(original)
     def dequeue(queue, *args, **kwargs):
-        counted[0] += 1
-        return original(queue, *args, **kwargs)
+        counted.calls += 1
+        values = original(queue, *args, **kwargs)
+        if queue.outfeed_mode is ipu_outfeed_queue.IPUOutfeedMode.LAST:
+            counted.last_mode = True
+        else:
+            counted.elements += _leading_dimension(values)
+        return values
 
     ipu_outfeed_queue.IPUOutfeedQueue.dequeue = dequeue
     try:
@@ -354,7 +380,14 @@ def _infeed(ran: OutfeedRun):
 
 
 def _all_steps(ran: OutfeedRun):
-    steps = sum(_counts(ran))
+    counts = _counts(ran)
+    steps = sum(counts)
+    if steps != STEPS and len(set(counts)) == 1 and STEPS % counts[0] == 0:
+        return not_yet(f"your program made {_shape(ran)}: {steps} steps, but the check asked "
+                       f"train for {STEPS}. Your {counts[0]} steps per execution divide the "
+                       f"{STEPS} steps, so {_runs(STEPS // counts[0])} make them: the host's "
+                       f"loop must launch steps // steps_per_execution runs, as "
+                       f"`for _ in range(steps // steps_per_execution)` does (task d).")
     if steps != STEPS:
         return not_yet(f"your program made {_shape(ran)}: {steps} steps, but the check asked "
                        f"train for {STEPS}. The host's loop launches whole engine runs, so "
@@ -406,11 +439,24 @@ def _losses_returned(ran: OutfeedRun):
         return not_yet(f"your program made {_shape(ran)} and the outfeed received all {STEPS} "
                        f"losses, but train returned none of them. Task d: after the runs, "
                        f"return outfeed.dequeue().")
-    if returned != STEPS:
-        return not_yet(f"your program made {_shape(ran)} and the outfeed received all {STEPS} "
-                       f"losses, but train returned {returned}. Each dequeue empties the "
-                       f"outfeed: dequeue once, after all the runs (task d).")
-    return None
+    if returned == STEPS:
+        return None
+    said = (f"your program made {_shape(ran)} and the outfeed received all {STEPS} losses, "
+            f"but train returned {returned}")
+    if ran.last_mode:
+        return not_yet(f"{said}: your outfeed is in IPUOutfeedMode.LAST, whose dequeue gives "
+                       f"back only the last loss enqueued. Create it with the default mode, "
+                       f"ALL, which keeps every loss until the dequeue (task c).")
+    if ran.dequeues == 0:
+        return not_yet(f"{said} without ever dequeuing the outfeed: what strategy.run returns "
+                       f"is what each run's function returns, not the losses the steps sent. "
+                       f"Task d: after the runs, return outfeed.dequeue().")
+    if ran.dequeues == 1 and ran.dequeued == STEPS:
+        return not_yet(f"{said}, though its one dequeue gave back all {STEPS}: return the "
+                       f"dequeued losses as they are, not their mean, a slice or a sum "
+                       f"(task d).")
+    return not_yet(f"{said}. Each dequeue empties the outfeed: dequeue once, after all the "
+                   f"runs (task d).")
 
 
 def _weights(ran: OutfeedRun):
@@ -535,6 +581,12 @@ EXERCISE = Exercise(
                   "one loss fewer returned"),
             Probe("train returns the 60 losses", lambda ran: _losses(ran, STEPS + 1),
                   "one loss more returned"),
+            Probe("train returns the 60 losses", lambda ran: changed(
+                _losses(ran, 1), last_mode=True, dequeued=0),
+                "the outfeed in LAST mode: only the last loss returned"),
+            Probe("train returns the 60 losses", lambda ran: changed(
+                _losses(ran, ran.runs.engine_runs), dequeues=0, dequeued=0),
+                "each run's result returned, the outfeed never dequeued"),
             Probe("the reference's weights", lambda ran: changed(ran, weights=scaled_update(
                 ran.weights, 1 + 3 * TOLERANCE)), "the update a little larger"),
             Probe("the reference's losses", lambda ran: changed(
@@ -549,6 +601,36 @@ check_outfeed_loop = check_of(
 
 # --- 03.keras-steps-per-execution: its rules ---------------------------------------------------
 
+# The programs Keras runs for evaluate and predict (a validation in fit runs evaluate's).
+_NOT_TRAINING = ("test_function", "predict_function")
+
+
+def _fit_runs(ran: ProgramRun):
+    """fit's training runs, its validation's left out; every run when none trained (evaluate
+    or predict in place of fit: the weights' rule says so)."""
+    trained = [run for run in ran.runs.runs if run.program not in _NOT_TRAINING]
+    return trained or list(ran.runs.runs)
+
+
+def _fit_counts(ran: ProgramRun):
+    return [run.iterations for run in _fit_runs(ran)]
+
+
+def _fit_shape(ran: ProgramRun) -> str:
+    return _shape_of_runs(_fit_counts(ran))
+
+
+def _batch_size(ran: ProgramRun) -> float:
+    """The images in each of fit's steps, from the bytes each step takes from the infeed
+    (the reference's steps take batches of ``BATCH_SIZE``)."""
+    reference = _fit_runs(ran.reference)[0].infeed_bytes_per_iteration
+    return _fit_runs(ran)[0].infeed_bytes_per_iteration * BATCH_SIZE / reference
+
+
+def _epochs(steps: int) -> str:
+    return "one epoch" if steps == KERAS_BATCHES else f"{steps // KERAS_BATCHES} epochs"
+
+
 def _keras_no_engine_run(ran: ProgramRun):
     if ran.runs.engine_runs == 0:
         return not_yet("fit made no engine run on the IPU: a model built outside "
@@ -557,31 +639,58 @@ def _keras_no_engine_run(ran: ProgramRun):
     return None
 
 
+def _steps_per_epoch(ran: ProgramRun):
+    """The steps_per_epoch the learner's fit was given, as the History fit returns says
+    (None when it returned no History, or fit took whole epochs)."""
+    params = getattr(ran.returned, "params", None)
+    steps = params.get("steps") if isinstance(params, dict) else None
+    return None if steps == KERAS_BATCHES else steps
+
+
 def _several_steps_per_execution(ran: ProgramRun):
-    if all(count == 1 for count in _counts(ran)):
-        return not_yet(f"fit made {_shape(ran)}: steps_per_execution is still 1, so fit "
+    if all(count == 1 for count in _fit_counts(ran)):
+        per_epoch = _steps_per_epoch(ran)
+        also = (f" steps_per_epoch={per_epoch} is another setting: it cuts each epoch to "
+                f"{per_epoch} batches; leave it out." if per_epoch else "")
+        return not_yet(f"fit made {_fit_shape(ran)}: steps_per_execution is still 1, so fit "
                        f"launches the program once per batch. Task b: compile(..., "
                        f"steps_per_execution=N), with N a divisor of the {KERAS_BATCHES} "
-                       f"batches in an epoch.")
+                       f"batches in an epoch.{also}")
     return None
 
 
 def _two_epochs(ran: ProgramRun):
-    """Fewer or more steps than fit's two epochs: said when the weights moved (when they did
-    not, the weights' rule says that first: ``evaluate`` makes steps too)."""
-    steps, reference_steps = sum(_counts(ran)), sum(_counts(ran.reference))
+    """Batches of another size, or fewer or more steps than fit's two epochs: said when the
+    weights moved (when they did not, the weights' rule says that first: ``evaluate`` makes
+    steps too)."""
+    steps, reference_steps = sum(_fit_counts(ran)), sum(_fit_counts(ran.reference))
     compared = compare_weights(ran.weights, ran.reference.weights)
-    if steps != reference_steps and (compared is None or compared.moved):
-        return not_yet(f"fit made {_shape(ran)}: {steps} steps where two epochs of the "
-                       f"{KERAS_BATCHES} whole batches are {reference_steps}. Let fit take the "
-                       f"whole dataset each epoch, with epochs=2 and no steps_per_epoch: "
+    if compared is not None and not compared.moved:
+        return None
+    batch = _batch_size(ran)
+    if batch != BATCH_SIZE:
+        size = f"{batch:g} images" if batch == int(batch) else "another size"
+        return not_yet(f"fit made {_fit_shape(ran)}, of batches of {size}: the task keeps "
+                       f"the starting code's batches of {BATCH_SIZE}. Write "
+                       f"batch({BATCH_SIZE}, drop_remainder=True) (task a): "
+                       f"steps_per_execution groups the batches into engine runs, it does not "
+                       f"change their size.")
+    if steps == reference_steps:
+        return None
+    said = (f"fit made {_fit_shape(ran)}: {steps} steps where two epochs of the "
+            f"{KERAS_BATCHES} whole batches are {reference_steps}.")
+    if steps % KERAS_BATCHES == 0 and _steps_per_epoch(ran) is None:
+        return not_yet(f"{said} That is {_epochs(steps)} of the whole dataset: train for two, "
+                       f"with one fit of epochs=2 (or two fits of epochs=1); "
                        f"steps_per_execution only groups the steps into engine runs.")
-    return None
+    return not_yet(f"{said} Let fit take the whole dataset each epoch, with epochs=2 and no "
+                   f"steps_per_epoch: steps_per_execution only groups the steps into engine "
+                   f"runs.")
 
 
 def _keras_weights(ran: ProgramRun):
     return weights_problem(
-        ran.weights, ran.reference.weights, f"fit made {_shape(ran)}",
+        ran.weights, ran.reference.weights, f"fit made {_fit_shape(ran)}",
         "Train with model.fit, which updates the weights (evaluate and predict do not).",
         f"fit trains on the whole data each epoch, {KERAS_BATCHES} batches of "
         f"{BATCH_SIZE}, for epochs=2, with the starting code's optimizer: steps_per_execution "
@@ -589,10 +698,12 @@ def _keras_weights(ran: ProgramRun):
 
 
 def _keras_right(ran: ProgramRun) -> str:
-    steps = sum(_counts(ran))
-    return (f"fit made {_shape(ran)}: {steps} steps of whole batches, launched "
-            f"{ran.runs.engine_runs} times instead of {steps}, and the weights ended where "
-            f"the tutorial's fit leaves them. Keras made the infeed and the outfeed itself.")
+    steps, runs = sum(_fit_counts(ran)), len(_fit_runs(ran))
+    validation = ran.runs.engine_runs - runs
+    also = f" (and {_runs(validation)} of validation)" if validation else ""
+    return (f"fit made {_fit_shape(ran)}{also}: {steps} steps of whole batches, launched "
+            f"{runs} times instead of {steps}, and the weights ended where the tutorial's fit "
+            f"leaves them. Keras made the infeed and the outfeed itself.")
 
 
 KERAS_EXERCISE = Exercise(
@@ -600,7 +711,8 @@ KERAS_EXERCISE = Exercise(
     solution=keras_solution, run=run_keras_training,
     call="check_keras_steps_per_execution(train_keras)",
     free=(f"steps_per_execution: any divisor of the {KERAS_BATCHES} batches of an epoch "
-          f"above 1", "one fit of two epochs, or two fits of one"),
+          f"above 1", "one fit of two epochs, or two fits of one",
+          "a validation in fit: its engine runs are not counted as training"),
     rules=(Rule("an IPU program ran", _keras_no_engine_run),
            Rule("several steps per execution", _several_steps_per_execution),
            Rule("two epochs of whole batches", _two_epochs),
@@ -619,6 +731,9 @@ KERAS_EXERCISE = Exercise(
             Probe("two epochs of whole batches",
                   lambda ran: _last_run(ran, iterations=ran.runs.runs[-1].iterations - 1),
                   "one step fewer"),
+            Probe("two epochs of whole batches", lambda ran: _every_run(
+                ran, infeed_bytes_per_iteration=ran.runs.runs[0].infeed_bytes_per_iteration * 2),
+                "batches twice as large, as many steps"),
             Probe("the reference's weights", lambda ran: changed(ran, weights=scaled_update(
                 ran.weights, 1 + 3 * TOLERANCE)), "the update a little larger")))
 
