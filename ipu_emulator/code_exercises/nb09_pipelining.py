@@ -67,6 +67,13 @@ SDK_HINTS = {
     "has no attribute": "the pipeline is ipu.pipelining_ops.pipeline(...), and the schedules "
                         "are ipu.pipelining_ops.PipelineSchedule.Grouped, .Interleaved and "
                         ".Sequential.",
+    # A count given third by position: the pipeline reads it as the accumulators' type (4 is
+    # uint8), which the gradients' accumulation then cannot hold.
+    "/gradients_accumulation/": "the pipeline's gradient accumulators got a type the IPU "
+                                "cannot add up: gradient_accumulation_dtype is the pipeline's "
+                                "THIRD positional parameter, so a count given there, as in "
+                                "pipeline([stage1, stage2], 16, 4, ...), is read as a type. "
+                                "Name it: repeat_count=4.",
 }
 _SCHEDULE_NAMES = {"grouped": "Grouped", "interleaved": "Interleaved",
                    "sequential": "Sequential"}
@@ -199,14 +206,17 @@ class _Ran(Facts):
 
 def _mean_loss(outfed):
     """The mean loss of one run's outfeed: the loss alone (``outfeed_loss=True``, or a loop
-    enqueuing it), or the last of the last stage's outputs."""
+    enqueuing it), or the last of the last stage's outputs; None when it brought back none,
+    NaN when its losses were no numbers (the training diverged)."""
     if isinstance(outfed, dict):
         outfed = list(outfed.values())
     if isinstance(outfed, (list, tuple)):
         outfed = outfed[-1] if outfed else None
     values = np.asarray(outfed, dtype=np.float64) if outfed is not None else None
-    if values is None or values.size == 0 or not np.isfinite(values).all():
+    if values is None or values.size == 0:
         return None
+    if not np.isfinite(values).all():
+        return float("nan")
     return float(values.mean())
 
 
@@ -350,6 +360,15 @@ def _outfed_losses(ran: _Ran):
     if ran.losses is None:
         return not_yet("the outfeed returned no loss. Pass outfeed_queue=outfeed and "
                        "outfeed_loss=True, and return (learning_rate, loss) from stage2.")
+    if not np.isfinite(ran.losses).all():
+        shown = ", ".join(f"{loss:.3f}" for loss in ran.losses)
+        return not_yet(f"the mean losses the outfeed brought back were {shown} over "
+                       f"{len(ran.losses)} runs: the training diverged, its updates too "
+                       f"large for the losses to stay numbers. The pipeline adds up the "
+                       f"{GRADIENT_ACCUMULATION_COUNT} micro-batches' gradients itself and "
+                       f"applies them with GradientDescentOptimizer(learning_rate): stage2's "
+                       f"loss is the batch's mean, tf.reduce_mean(...), not its sum, and "
+                       f"optimizer_function keeps the learning rate it is given.")
     return None
 
 
@@ -491,6 +510,9 @@ EXERCISE = Exercise(
                   "one pass fewer per run"),
             Probe("the outfeed returned losses", lambda ran: changed(ran, losses=None),
                   "no loss outfed"),
+            Probe("the outfeed returned losses",
+                  lambda ran: changed(ran, losses=ran.losses[:-1] + [float("nan")]),
+                  "the last run's losses NaN"),
             Probe("the outfeed sends the loss alone",
                   lambda ran: changed(ran, outfed=(np.full_like(ran.outfed, 0.01), ran.outfed)),
                   "the learning rate outfed with the loss"),

@@ -10,8 +10,9 @@ function per piece, and hand the pipeline that list.
 ``check_configurable_pipeline`` calls it with two lists of splits, a 4-stage one and a
 2-stage one (the second once the first's run met every rule: the exercise's rules are the
 same checks for each splits, in turn), compiles each for a device of one IPU per stage, runs
-it once and reads the record: how many stages ran, and in which stage each layer's forward
-ops were built (from the ``stage<k>_<layer>`` variable scopes the tutorial gives each layer).
+it once and reads the record: how many stages ran, how many passes each run made, and in
+which stage each layer's forward ops were built (from the ``stage<k>_<layer>`` variable
+scopes the tutorial gives each layer).
 """
 from __future__ import annotations
 
@@ -41,16 +42,28 @@ GRADIENT_ACCUMULATION_COUNT = 16   # a multiple of 2 x stages for 2 and 4 stages
 # step 3 (a program that only works for the tutorial's default fails there).
 SPLITS_TRIED = (("dense128", "dense64", "dense32"), ("dense64",))
 # Hints for errors a stages-from-splits attempt can meet, by words of their messages.
+# The loss met 3-D logits: the Dense layers ran on the 28 x 28 images unflattened.  What the
+# stages built by then tells why (``_shape_error_hint``); this hint when they built in no
+# stage<k>_<layer> scope.
+SHAPE_ERROR = "logits.shape.rank"
+EVERY_STAGE_THE_LAST_PIECE = ("your stages seem to run the wrong layers: the first stage got the "
+                              "images but built the last piece's layers. A function defined "
+                              "inside a `for` loop reads the loop's variables when it runs, "
+                              "after the loop has ended, so every stage sees the last piece. "
+                              "Make each stage in a helper, `make_stage(k, pieces[k])`, as the "
+                              "tutorial does (task b).")
 SDK_HINTS = {
-    # Every stage built from the loop's last piece: the first stage's Dense(32) then meets the
-    # 28 x 28 images and the loss meets a 3-D logits tensor.
-    "logits.shape.rank": "your stages seem to run the wrong layers: the first "
-                                        "stage got the images but built the last piece's "
-                                        "layers. A function defined inside a `for` loop reads "
-                                        "the loop's variables when it runs, after the loop "
-                                        "has ended, so every stage sees the last piece. Make "
-                                        "each stage in a helper, `make_stage(k, pieces[k])`, "
-                                        "as the tutorial does (task b).",
+    SHAPE_ERROR: EVERY_STAGE_THE_LAST_PIECE,
+    # The last piece left out: the last stage hands the optimizer function the activations
+    # and the labels along with the learning rate.
+    "optimizer_function() takes 2 positional arguments but 3": (
+        "the optimizer function got your last stage's three outputs (learning_rate, "
+        "activations, labels) where it takes (learning_rate, loss): your last stage did not "
+        "end with cel, the loss. The last piece runs from the last split to the end of the "
+        "list: the cuts end with len(layers), so that N splits make N + 1 stages (task a)."),
+    "no outfeed_queue": "the last stage returns the loss, so the pipeline needs somewhere to "
+                        "send it: keep the starting code's outfeed_queue=outfeed (and "
+                        "outfeed_loss=True).",
     "shards needs to divide": "the device has one IPU per stage, so the pipeline needs "
                               "exactly len(splits) + 1 stage functions.",
     "must be a multiple of": "keep gradient_accumulation_count=16: with 2 or 4 stages it is a "
@@ -183,13 +196,58 @@ class _Ran:
         return np.asarray(self.outfed, dtype=np.float64)
 
 
+def _scopes_built(graph) -> List[Tuple[int, str]]:
+    """The ``stage<k>_<layer>`` scopes ``graph``'s ops were built in, ``(k, layer)`` in the
+    order the stages built them."""
+    built: List[Tuple[int, str]] = []
+    for op in graph.get_operations():
+        for part in op.name.split("/"):
+            match = _Ran.SCOPE.match(part)
+            if match and match.group(2) in LAYER_NAMES:
+                scope = (int(match.group(1)), match.group(2))
+                if scope not in built:
+                    built.append(scope)
+    return built
+
+
+def _shape_error_hint(graph, splits) -> str:
+    """The hint for the loss meeting 3-D logits, from the scopes the stages built before it:
+    every stage the last piece (stage functions defined in a loop), the first piece left out,
+    or the right layers in each stage, each fed the stage's inputs instead of the layer's
+    before."""
+    built = _scopes_built(graph)
+    pieces = _pieces(splits)
+    names = [name for _, name in built]
+    if not built:
+        return EVERY_STAGE_THE_LAST_PIECE
+    if len(pieces) > 1 and names == pieces[-1][:len(names)]:
+        return EVERY_STAGE_THE_LAST_PIECE
+    first = [name for k, name in built if k == 0]
+    if first[:1] != [LAYER_NAMES[0]]:
+        return (f"your first stage got the 28 x 28 images but did not start with "
+                f"{LAYER_NAMES[0]}: it built {', '.join(first) or 'no layer'}, so the Dense "
+                f"layers ran on the images unflattened. The first piece is the layers before "
+                f"the first split, {'-'.join(pieces[0])} here: the cuts start at 0, [0] + the "
+                f"splits' indexes + [len(layers)] (task a).")
+    if all(name in pieces[k] for k, name in built):
+        return ("your stages built the layers of their pieces, in order, but a layer got "
+                "other inputs than the outputs of the layer before it: the loss met logits "
+                "of another shape. Pass each layer's outputs on to the next, "
+                "`args = layer.function(*args)`, and return the last layer's (task b).")
+    return (f"your stages built {', '.join(f'stage{k}_{name}' for k, name in built)} before "
+            f"the loss met logits of another shape; with splits {list(splits)} they should be "
+            f"{_described(pieces)}, each layer getting the outputs of the one before "
+            f"(tasks a and b).")
+
+
 def run_pipeline(pipeline_for_splits, splits: Sequence[str]) -> _Ran:
     """Compile ``pipeline_for_splits(LAYERS, splits, ...)`` for a device of one IPU per stage,
     run it once and say what ran.  An error in the learner's code raises
     ``LearnerCodeFailed``.  The IPU system the learner configured is configured again
     afterwards."""
     weights = WeightWatch()
-    with as_a_fresh_script(SDK_HINTS, watch=weights) as graph:
+    hints = dict(SDK_HINTS)   # the shape error's hint is worked out when it is met
+    with as_a_fresh_script(hints, watch=weights) as graph:
         dataset = tf.data.Dataset.from_tensor_slices(
             sample_digits(BATCH_SIZE * GRADIENT_ACCUMULATION_COUNT))
         infeed = ipu_infeed_queue.IPUInfeedQueue(
@@ -197,9 +255,14 @@ def run_pipeline(pipeline_for_splits, splits: Sequence[str]) -> _Ran:
         outfeed = ipu_outfeed_queue.IPUOutfeedQueue()
         learning_rate = tf.compat.v1.placeholder(np.float32, [])
         with scopes.ipu_scope("/device:IPU:0"):
-            train = ipu_compiler.compile(
-                lambda lr: pipeline_for_splits(list(LAYERS), list(splits), lr, infeed,
-                                               outfeed), [learning_rate])
+            try:
+                train = ipu_compiler.compile(
+                    lambda lr: pipeline_for_splits(list(LAYERS), list(splits), lr, infeed,
+                                                   outfeed), [learning_rate])
+            except ValueError as error:
+                if SHAPE_ERROR in str(error):
+                    hints[SHAPE_ERROR] = _shape_error_hint(graph, splits)
+                raise
         dequeue = outfeed.dequeue()
         program = next(iter(programs.existing_registry(graph).program_by_fetch.values()))
         devices = config.IPUConfig()
@@ -281,25 +344,51 @@ def _scoped(tried: _Tried, splits):
     return None
 
 
+def _listed(items) -> str:
+    items = [str(item) for item in items]
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
 def _placement(tried: _Tried, splits):
-    # Layer by layer, in the model's order: the first layer out of its piece's stage is the
-    # one the answer is about (a split's layer one stage early: the cut after it, not before).
+    # The first layer out of its piece's stage, in the model's order, says whether a split's
+    # layer ended the stage before (the cut after it, not before); else the stages as built
+    # say what went wrong: layers in no stage, a layer in two, stages with no layer.
     ran, wanted = tried.ran(splits), _pieces(splits)
     built = [[name for name in LAYER_NAMES if k in ran.forward.get(name, ())]
              for k in range(_stages(tried, splits))]
-    for name, stage in ((name, k) for k, piece in enumerate(wanted) for name in piece):
-        found = ran.forward.get(name, set())
-        if found == {stage}:
-            continue
-        if found and min(found) == stage - 1 and name in splits:
-            return not_yet(f"with splits {list(splits)} your stages were "
-                           f"{_described(built)}: {name} ended stage {stage - 1}. A split "
-                           f"names the first layer of the NEXT stage: cut just before it, "
-                           f"so {name} starts stage {stage} (task a).")
-        return not_yet(f"with splits {list(splits)} your stages were {_described(built)}; "
-                       f"they should be {_described(wanted)}: each stage runs the layers "
-                       f"from one split up to the next (task a).")
-    return None
+    misplaced = [(name, stage) for stage, piece in enumerate(wanted) for name in piece
+                 if ran.forward.get(name, set()) != {stage}]
+    if not misplaced:
+        return None
+    said = f"with splits {list(splits)} your stages were {_described(built)}"
+    name, stage = misplaced[0]
+    if (ran.forward.get(name) == {stage - 1} and name in splits
+            and built[stage - 1][-1:] == [name]):
+        return not_yet(f"{said}: {name} ended stage {stage - 1}. A split names the first "
+                       f"layer of the NEXT stage: cut just before it, so {name} starts stage "
+                       f"{stage} (task a).")
+    should = f"they should be {_described(wanted)}"
+    nowhere = [name for name in LAYER_NAMES if not ran.forward.get(name)]
+    if nowhere:
+        return not_yet(f"{said}, so {_listed(nowhere)} ran in no stage<k>_<layer> scope; "
+                       f"{should}. Every layer runs once, in its piece's stage, and a piece "
+                       f"starts with its split's layer: layers[cut:next_cut] (task a).")
+    twice = [name for name in LAYER_NAMES if len(ran.forward.get(name, ())) > 1]
+    if twice:
+        return not_yet(f"{said}, so {twice[0]} ran in stages "
+                       f"{_listed(sorted(ran.forward[twice[0]]))}; {should}. Each layer runs "
+                       f"in one stage: the cuts rise along the model, taking the splits in "
+                       f"the order they come (the model's), each piece from one split's "
+                       f"index up to the next one's (task a).")
+    empty = [k for k, names in enumerate(built) if not names]
+    if empty:
+        positions = ", ".join(str(layer.position) for layer in LAYERS[:3])
+        return not_yet(f"{said}: stage{'s' if len(empty) > 1 else ''} {_listed(empty)} ran "
+                       f"no layer; {should}. The cuts are the splits' indexes in the list "
+                       f"of layers, [layer.name for layer in layers].index(split): a "
+                       f"layer's .position ({positions}, ...) is no index in it (task a).")
+    return not_yet(f"{said}; {should}: each stage runs the layers from one split up to the "
+                   f"next (task a).")
 
 
 def _accumulation_count(tried: _Tried, splits):
@@ -310,6 +399,18 @@ def _accumulation_count(tried: _Tried, splits):
                        f"every {count} micro-batches: keep the starting code's "
                        f"gradient_accumulation_count={GRADIENT_ACCUMULATION_COUNT}, which every "
                        f"split tried divides as the Grouped schedule needs.")
+    return None
+
+
+def _one_pass(tried: _Tried, splits):
+    passes = tried.ran(splits).run.pipeline.repeat_count
+    if passes != 1:
+        return not_yet(f"with splits {list(splits)} your stages were "
+                       f"{_described(_pieces(splits))}, but each run made {passes} passes of "
+                       f"{GRADIENT_ACCUMULATION_COUNT} micro-batches, {passes} weight updates: "
+                       f"the starting code's pipeline makes one pass per run, and the check "
+                       f"compares that one update with the tutorial's. Leave repeat_count "
+                       f"out, as the starting code does (1).")
     return None
 
 
@@ -408,6 +509,8 @@ _CHECKS = (
       (lambda ran, splits: _pipeline_changed(
           ran, gradient_accumulation_count=GRADIENT_ACCUMULATION_COUNT - 1),
        "one micro-batch fewer per update"))),
+    ("one pass per run", _one_pass,
+     ((lambda ran, splits: _pipeline_changed(ran, repeat_count=2), "two passes per run"),)),
     ("the outfeed sends the loss alone", _loss_alone,
      ((lambda ran, splits: {"outfed": (np.full_like(ran.outfed, 0.01), ran.outfed)},
        "the learning rate outfed with the loss"),)),
