@@ -110,6 +110,12 @@ class KerasExtensions(pipelining.PipeliningExtensions):
         if run_eagerly:
             raise RuntimeError(_RUN_EAGERLY_MESSAGE)
         del jit_compile  # the emulated IPU runs plain TensorFlow (see ipu_strategy)
+        if "experimental_steps_per_execution" in kwargs:
+            # TensorFlow 2.4's name, which the SDK 2.x Keras takes; today's Keras refuses it.
+            _log.warning("The argument `steps_per_execution` is no longer experimental. Pass "
+                         "`steps_per_execution` instead of `experimental_steps_per_execution`.")
+            legacy = kwargs.pop("experimental_steps_per_execution")
+            steps_per_execution = steps_per_execution or legacy
         if steps_per_execution in (None, 1):
             _log.info("The model `%s` has been configured with only 1 steps per execution. "
                       "Consider increasing the value for the `steps_per_execution` argument "

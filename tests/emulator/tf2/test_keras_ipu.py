@@ -95,6 +95,18 @@ def test_batches_must_divide_into_executions(strategy):
             model.fit(dataset(12), steps_per_epoch=20, verbose=0)
 
 
+def test_the_experimental_name_of_steps_per_execution_is_taken(strategy):
+    """TensorFlow 2.4's ``experimental_steps_per_execution`` (the SDK 2.x Keras) still
+    sets the batches per engine run, as Keras takes it, with a warning."""
+    with strategy.scope():
+        model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+        model.build((BATCH, 4))
+        model.compile(optimizer="sgd", loss="mse", experimental_steps_per_execution=3)
+        with record.capture() as runs:
+            model.fit(dataset(12), epochs=1, verbose=0)
+    assert [run.iterations for run in runs.runs] == [3] * 4
+
+
 def test_more_steps_per_execution_than_batches_uses_the_batches(strategy, caplog):
     with strategy.scope():
         model = linear_model(steps_per_execution=50)
