@@ -414,6 +414,16 @@ def _one_pass(tried: _Tried, splits):
     return None
 
 
+def _grouped(tried: _Tried, splits):
+    schedule = tried.ran(splits).run.pipeline.schedule
+    if schedule != "grouped":
+        return not_yet(f"with splits {list(splits)} your pipeline ran the {schedule.title()} "
+                       f"schedule; the starting code's is Grouped, and the tasks change only "
+                       f"the stages: keep pipeline_schedule=ipu.pipelining_ops."
+                       f"PipelineSchedule.Grouped.")
+    return None
+
+
 def _loss_alone(tried: _Tried, splits):
     outfed = tried.ran(splits).outfed
     if isinstance(outfed, (list, tuple, dict)):
@@ -511,6 +521,10 @@ _CHECKS = (
        "one micro-batch fewer per update"))),
     ("one pass per run", _one_pass,
      ((lambda ran, splits: _pipeline_changed(ran, repeat_count=2), "two passes per run"),)),
+    ("the Grouped schedule", _grouped,
+     ((lambda ran, splits: _pipeline_changed(ran, schedule="sequential"), "sharding's schedule"),
+      (lambda ran, splits: _pipeline_changed(ran, schedule="interleaved"),
+       "the Interleaved schedule"))),
     ("the outfeed sends the loss alone", _loss_alone,
      ((lambda ran, splits: {"outfed": (np.full_like(ran.outfed, 0.01), ran.outfed)},
        "the learning rate outfed with the loss"),)),

@@ -508,6 +508,9 @@ WRONG_SPLITS = {
         split_layers_skipped, "dense128, dense64 and dense32 ran in no stage<k>_<layer> scope"),
     "notebook 09's repeat_count=4 carried over": (
         cut_by(right_cuts, repeat_count=4), "each run made 4 passes of 16 micro-batches"),
+    "the Sequential schedule (sharding's) in place of Grouped": (
+        cut_by(right_cuts, pipeline_schedule=ipu.pipelining_ops.PipelineSchedule.Sequential),
+        "your pipeline ran the Sequential schedule"),
     "the outfeed left out of the pipeline": (
         no_outfeed, "keep the starting code's outfeed_queue=outfeed"),
 }
