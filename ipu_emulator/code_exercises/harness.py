@@ -19,6 +19,7 @@ import copy
 from dataclasses import dataclass
 from typing import Callable, Optional, Tuple
 
+from ipu_emulator import record
 from ipu_emulator.code_exercises import code_exercise
 from ipu_emulator.code_exercises.reference import Facts, reference_run
 from ipu_emulator.exercises import Feedback, not_yet, right
@@ -112,4 +113,23 @@ def changed(facts, **values):
     return copied
 
 
-__all__ = ["Facts", "Rule", "Probe", "Exercise", "check_of", "changed"]
+# Probes of facts that hold the record of their engine runs (``facts.runs``, as a ProgramRun).
+
+def with_engine_runs(facts, runs):
+    """``facts`` with ``runs`` (``EngineRun`` records) for its engine runs."""
+    return changed(facts, runs=record.ProgramRecord(list(runs)))
+
+
+def last_run_changed(facts, **values):
+    """``facts`` with its last engine run's record changed by ``values``."""
+    runs = facts.runs.runs
+    return with_engine_runs(facts, runs[:-1] + [changed(runs[-1], **values)])
+
+
+def engine_runs_like_last(facts, count: int, **values):
+    """``facts`` with ``count`` engine runs like its last (changed by ``values``)."""
+    return with_engine_runs(facts, [changed(facts.runs.runs[-1], **values)] * count)
+
+
+__all__ = ["Facts", "Rule", "Probe", "Exercise", "check_of", "changed", "with_engine_runs",
+           "last_run_changed", "engine_runs_like_last"]

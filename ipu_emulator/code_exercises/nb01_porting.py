@@ -25,7 +25,8 @@ import tensorflow as tf
 
 from ipu_emulator import record
 from ipu_emulator.code_exercises import IpuGraph, as_a_fresh_script, sample_digits
-from ipu_emulator.code_exercises.harness import Exercise, Probe, Rule, changed, check_of
+from ipu_emulator.code_exercises.harness import (Exercise, Probe, Rule, changed, check_of,
+                                                 last_run_changed, engine_runs_like_last)
 from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, TOLERANCE, Facts,
                                                    same_values, scaled_update, weights_problem)
 from ipu_emulator.code_exercises.weights import WeightWatch
@@ -307,14 +308,9 @@ def _right(ran: Ran) -> str:
             f"launch costs.")
 
 
-def _engine_run_count(ran: Ran, count: int) -> Ran:
-    return changed(ran, runs=record.ProgramRecord([ran.runs.runs[-1]] * count))
-
-
 def _on_ipus(ran: Ran, ipus: int) -> Ran:
     """``ran`` with its last engine run on a device of ``ipus`` IPUs, a replica on each."""
-    last = changed(ran.runs.runs[-1], num_ipus=ipus, replicas=ipus)
-    return changed(ran, runs=record.ProgramRecord(ran.runs.runs[:-1] + [last]))
+    return last_run_changed(ran, num_ipus=ipus, replicas=ipus)
 
 
 def _batch_of(ran: Ran, size) -> Ran:
@@ -342,15 +338,15 @@ EXERCISE = Exercise(
            Rule("the reference's weights", _weights),
            Rule("the losses the step computed", _losses)),
     right=_right,
-    probes=(Probe("an IPU program ran", lambda ran: _engine_run_count(ran, 0), "no engine run"),
+    probes=(Probe("an IPU program ran", lambda ran: engine_runs_like_last(ran, 0), "no engine run"),
             Probe("the IPU system configured", lambda ran: changed(ran, configured=False),
                   "the IPU system never configured"),
             Probe("its configuration selects IPUs", lambda ran: changed(ran, selected_ipus=False),
                   "a configuration that selects no IPUs"),
             Probe("one IPU", lambda ran: _on_ipus(ran, 2), "the last engine run on 2 IPUs"),
-            Probe("one engine run per step", lambda ran: _engine_run_count(ran, STEPS + 1),
+            Probe("one engine run per step", lambda ran: engine_runs_like_last(ran, STEPS + 1),
                   "one engine run too many"),
-            Probe("one engine run per step", lambda ran: _engine_run_count(ran, STEPS - 1),
+            Probe("one engine run per step", lambda ran: engine_runs_like_last(ran, STEPS - 1),
                   "one engine run too few"),
             Probe("a fixed batch shape", lambda ran: _batch_of(ran, None),
                   "a batch of no fixed size"),

@@ -20,9 +20,9 @@ from typing import Optional
 
 import tensorflow as tf
 
-from ipu_emulator import record
 from ipu_emulator.code_exercises import IpuGraph, ProgramRun, run_attempt, sample_digits
-from ipu_emulator.code_exercises.harness import Exercise, Probe, Rule, changed, check_of
+from ipu_emulator.code_exercises.harness import (Exercise, Probe, Rule, changed, check_of,
+                                                 engine_runs_like_last)
 from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, TOLERANCE, scaled_update,
                                                    weights_problem)
 from ipu_emulator.code_exercises.wording import DIGIT_BYTES, images_per_batch, other_batch
@@ -211,12 +211,6 @@ def _right(ran: ProgramRun) -> str:
             f"measure it.")
 
 
-def _engine_runs(ran: ProgramRun, count: int, **values) -> ProgramRun:
-    """``ran`` with ``count`` engine runs like its last one (changed by ``values``)."""
-    run = changed(ran.runs.runs[-1], **values)
-    return changed(ran, runs=record.ProgramRecord([run] * count))
-
-
 EXERCISE = Exercise(
     name="02.loop-on-device", starting_code=STARTING_CODE, solution=solution, run=run_training,
     call="check_loop_on_device(train)",
@@ -230,22 +224,22 @@ EXERCISE = Exercise(
            Rule("batches of 32", _batch),
            Rule("the reference's weights", _weights)),
     right=_right,
-    probes=(Probe("an IPU program ran", lambda ran: _engine_runs(ran, 0), "no engine run"),
-            Probe("one engine run", lambda ran: _engine_runs(ran, 2),
+    probes=(Probe("an IPU program ran", lambda ran: engine_runs_like_last(ran, 0), "no engine run"),
+            Probe("one engine run", lambda ran: engine_runs_like_last(ran, 2),
                   "one engine run too many"),
-            Probe("one engine run", lambda ran: _engine_runs(ran, STEPS, iterations=1),
+            Probe("one engine run", lambda ran: engine_runs_like_last(ran, STEPS, iterations=1),
                   "the loop left in Python: an engine run per step"),
             Probe("an infeed feeds the loop",
-                  lambda ran: _engine_runs(ran, 1, infeed_bytes_per_iteration=0),
+                  lambda ran: engine_runs_like_last(ran, 1, infeed_bytes_per_iteration=0),
                   "no infeed"),
-            Probe("20 steps in the run", lambda ran: _engine_runs(ran, 1, iterations=STEPS + 1),
+            Probe("20 steps in the run", lambda ran: engine_runs_like_last(ran, 1, iterations=STEPS + 1),
                   "one step more"),
-            Probe("20 steps in the run", lambda ran: _engine_runs(ran, 1, iterations=STEPS - 1),
+            Probe("20 steps in the run", lambda ran: engine_runs_like_last(ran, 1, iterations=STEPS - 1),
                   "one step fewer"),
-            Probe("batches of 32", lambda ran: _engine_runs(
+            Probe("batches of 32", lambda ran: engine_runs_like_last(
                 ran, 1, infeed_bytes_per_iteration=(BATCH_SIZE + 1) * DIGIT_BYTES),
                 "one image more per batch"),
-            Probe("batches of 32", lambda ran: _engine_runs(
+            Probe("batches of 32", lambda ran: engine_runs_like_last(
                 ran, 1, infeed_bytes_per_iteration=(BATCH_SIZE - 1) * DIGIT_BYTES),
                 "one image fewer per batch"),
             Probe("the reference's weights", lambda ran: changed(ran, weights=scaled_update(

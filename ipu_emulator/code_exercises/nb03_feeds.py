@@ -37,7 +37,8 @@ import tensorflow as tf
 from tensorflow.python.eager import context
 
 from ipu_emulator import record
-from ipu_emulator.code_exercises.harness import Exercise, Probe, Rule, changed, check_of
+from ipu_emulator.code_exercises.harness import (Exercise, Probe, Rule, changed, check_of,
+                                                 with_engine_runs, last_run_changed)
 from ipu_emulator.code_exercises.reference import (TOLERANCE, compare_weights, same_values,
                                                    scaled_update, weights_problem)
 from ipu_emulator.code_exercises.weights import WeightWatch
@@ -491,36 +492,27 @@ def _right(ran: OutfeedRun) -> str:
 
 # --- probes: the smallest wrong changes to a run --------------------------------------------
 
-def _with_runs(ran: ProgramRun, runs) -> ProgramRun:
-    return changed(ran, runs=record.ProgramRecord(list(runs)))
-
-
 def _engine_run_count(ran: ProgramRun, count: int) -> ProgramRun:
     """``ran`` with ``count`` engine runs like its first."""
-    return _with_runs(ran, [ran.runs.runs[0]] * count)
-
-
-def _last_run(ran: ProgramRun, **values) -> ProgramRun:
-    """``ran`` with its last engine run's record changed."""
-    return _with_runs(ran, ran.runs.runs[:-1] + [changed(ran.runs.runs[-1], **values)])
+    return with_engine_runs(ran, [ran.runs.runs[0]] * count)
 
 
 def _every_run(ran: ProgramRun, **values) -> ProgramRun:
-    return _with_runs(ran, [changed(run, **values) for run in ran.runs.runs])
+    return with_engine_runs(ran, [changed(run, **values) for run in ran.runs.runs])
 
 
 def _one_step_moved(ran: OutfeedRun) -> OutfeedRun:
     """A step (and its loss) moved from the second-to-last engine run to the last: the same
     steps in runs of two lengths."""
     *first, before, last = ran.runs.runs
-    return _with_runs(ran, first + [
+    return with_engine_runs(ran, first + [
         changed(before, iterations=before.iterations - 1, outfeed_enqueues=before.iterations - 1),
         changed(last, iterations=last.iterations + 1, outfeed_enqueues=last.iterations + 1)])
 
 
 def _one_step_per_run(ran: OutfeedRun) -> OutfeedRun:
     """The reference's steps, one per engine run, from the infeed, each loss to the outfeed."""
-    return _with_runs(ran, [changed(ran.runs.runs[0], iterations=1, outfeed_enqueues=1)] * STEPS)
+    return with_engine_runs(ran, [changed(ran.runs.runs[0], iterations=1, outfeed_enqueues=1)] * STEPS)
 
 
 def _losses(ran: OutfeedRun, count: int) -> OutfeedRun:
@@ -549,7 +541,7 @@ EXERCISE = Exercise(
                   lambda ran: _every_run(ran, infeed_bytes_per_iteration=0),
                   "no infeed: one batch from the host per run"),
             Probe("an infeed feeds every run",
-                  lambda ran: _last_run(ran, infeed_bytes_per_iteration=0),
+                  lambda ran: last_run_changed(ran, infeed_bytes_per_iteration=0),
                   "the last run not fed by the infeed"),
             Probe("an infeed feeds every run", lambda ran: _every_run(
                 _one_step_per_run(ran), infeed_bytes_per_iteration=0),
@@ -558,7 +550,7 @@ EXERCISE = Exercise(
                   "one engine run too many"),
             Probe("60 steps", lambda ran: _engine_run_count(ran, ran.runs.engine_runs - 1),
                   "one engine run too few"),
-            Probe("60 steps", lambda ran: _last_run(
+            Probe("60 steps", lambda ran: last_run_changed(
                 ran, iterations=TUTORIAL_STEPS_PER_EXECUTION - 1,
                 outfeed_enqueues=TUTORIAL_STEPS_PER_EXECUTION - 1),
                 "one step fewer in the last run"),
@@ -569,10 +561,10 @@ EXERCISE = Exercise(
                   "no loss enqueued"),
             Probe("one loss per step", lambda ran: _every_run(ran, outfeed_enqueues=1),
                   "one loss per run (enqueued after the loop)"),
-            Probe("one loss per step", lambda ran: _last_run(
+            Probe("one loss per step", lambda ran: last_run_changed(
                 ran, outfeed_enqueues=TUTORIAL_STEPS_PER_EXECUTION - 1),
                 "one loss fewer in the last run"),
-            Probe("one loss per step", lambda ran: _last_run(
+            Probe("one loss per step", lambda ran: last_run_changed(
                 ran, outfeed_enqueues=TUTORIAL_STEPS_PER_EXECUTION + 1),
                 "one loss more in the last run"),
             Probe("train returns the 60 losses", lambda ran: changed(ran, returned=None),
@@ -719,7 +711,7 @@ KERAS_EXERCISE = Exercise(
            Rule("the reference's weights", _keras_weights)),
     right=_keras_right,
     probes=(Probe("an IPU program ran", lambda ran: _engine_run_count(ran, 0), "no engine run"),
-            Probe("several steps per execution", lambda ran: _with_runs(
+            Probe("several steps per execution", lambda ran: with_engine_runs(
                 ran, [changed(ran.runs.runs[0], iterations=1)] * sum(_counts(ran))),
                 "one step per execution"),
             Probe("two epochs of whole batches",
@@ -729,7 +721,7 @@ KERAS_EXERCISE = Exercise(
                   lambda ran: _engine_run_count(ran, ran.runs.engine_runs - 1),
                   "one engine run too few"),
             Probe("two epochs of whole batches",
-                  lambda ran: _last_run(ran, iterations=ran.runs.runs[-1].iterations - 1),
+                  lambda ran: last_run_changed(ran, iterations=ran.runs.runs[-1].iterations - 1),
                   "one step fewer"),
             Probe("two epochs of whole batches", lambda ran: _every_run(
                 ran, infeed_bytes_per_iteration=ran.runs.runs[0].infeed_bytes_per_iteration * 2),

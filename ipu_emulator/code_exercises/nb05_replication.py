@@ -21,9 +21,9 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from ipu_emulator import record
 from ipu_emulator.code_exercises import ProgramRun, run_attempt, sample_digits
-from ipu_emulator.code_exercises.harness import Exercise, Probe, Rule, changed, check_of
+from ipu_emulator.code_exercises.harness import (Exercise, Probe, Rule, changed, check_of,
+                                                 last_run_changed, engine_runs_like_last)
 from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, TOLERANCE, Facts,
                                                    same_values, scaled_update, weights_problem)
 from ipu_emulator.code_exercises.wording import (DIGIT_BYTES, engine_runs as _runs,
@@ -342,16 +342,6 @@ def _right(ran: _Ran) -> str:
             f"tutorial's program ends with.")
 
 
-def _last_run(ran: _Ran, **values) -> _Ran:
-    """``ran`` with its last engine run's record changed: for the probes."""
-    last = changed(_last(ran), **values)
-    return changed(ran, runs=record.ProgramRecord(ran.runs.runs[:-1] + [last]))
-
-
-def _engine_run_count(ran: _Ran, count: int) -> _Ran:
-    return changed(ran, runs=record.ProgramRecord([_last(ran)] * count))
-
-
 def _gradient_bytes(ran: _Ran) -> int:
     return _last(ran).step_cost.gradients_held()
 
@@ -371,28 +361,28 @@ EXERCISE = Exercise(
            Rule("the reference's weights", _weights),
            Rule("the outfeed's losses returned", _losses_returned)),
     right=_right,
-    probes=(Probe("an IPU program ran", lambda ran: _engine_run_count(ran, 0), "no engine run"),
-            Probe("two replicas", lambda ran: _last_run(ran, replicas=1, num_ipus=1),
+    probes=(Probe("an IPU program ran", lambda ran: engine_runs_like_last(ran, 0), "no engine run"),
+            Probe("two replicas", lambda ran: last_run_changed(ran, replicas=1, num_ipus=1),
                   "one replica on one IPU"),
-            Probe("two replicas", lambda ran: _last_run(ran, replicas=1),
+            Probe("two replicas", lambda ran: last_run_changed(ran, replicas=1),
                   "one replica on the device of two IPUs"),
             Probe("two replicas",
-                  lambda ran: _last_run(ran, replicas=REPLICAS + 1, num_ipus=REPLICAS + 1),
+                  lambda ran: last_run_changed(ran, replicas=REPLICAS + 1, num_ipus=REPLICAS + 1),
                   "one replica too many"),
-            Probe("one engine run", lambda ran: _engine_run_count(ran, 2),
+            Probe("one engine run", lambda ran: engine_runs_like_last(ran, 2),
                   "one engine run too many"),
-            Probe("10 steps", lambda ran: _last_run(ran, iterations=STEPS + 1),
+            Probe("10 steps", lambda ran: last_run_changed(ran, iterations=STEPS + 1),
                   "one step more"),
-            Probe("10 steps", lambda ran: _last_run(ran, iterations=STEPS - 1),
+            Probe("10 steps", lambda ran: last_run_changed(ran, iterations=STEPS - 1),
                   "one step fewer"),
-            Probe("every gradient all-reduced", lambda ran: _last_run(ran, all_reduce_bytes=0),
+            Probe("every gradient all-reduced", lambda ran: last_run_changed(ran, all_reduce_bytes=0),
                   "no all-reduce"),
-            Probe("every gradient all-reduced", lambda ran: _last_run(
+            Probe("every gradient all-reduced", lambda ran: last_run_changed(
                 ran, all_reduce_bytes=_gradient_bytes(ran) - 1), "one byte short of the gradients"),
-            Probe("batches of 32", lambda ran: _last_run(
+            Probe("batches of 32", lambda ran: last_run_changed(
                 ran, infeed_bytes_per_iteration=(BATCH_SIZE + 1) * DIGIT_BYTES),
                 "one image more per batch"),
-            Probe("batches of 32", lambda ran: _last_run(
+            Probe("batches of 32", lambda ran: last_run_changed(
                 ran, infeed_bytes_per_iteration=(BATCH_SIZE - 1) * DIGIT_BYTES),
                 "one image fewer per batch"),
             Probe("the reference's weights", lambda ran: changed(ran, weights=scaled_update(

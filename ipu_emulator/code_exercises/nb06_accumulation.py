@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from ipu_emulator import record
 from ipu_emulator.code_exercises import ProgramRun, run_attempt, sample_digits
-from ipu_emulator.code_exercises.harness import Exercise, Probe, Rule, changed, check_of
+from ipu_emulator.code_exercises.harness import (Exercise, Probe, Rule, changed, check_of,
+                                                 last_run_changed, engine_runs_like_last)
 from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, TOLERANCE, matched_variant,
                                                    same_weights, scaled_update, weights_problem)
 from ipu_emulator.code_exercises.wording import DIGIT_BYTES, images_per_batch, other_batch
@@ -233,16 +233,6 @@ def _right(ran: ProgramRun) -> str:
             f"{same_weights(matched_variant(ran.weights, _variants(ran)))}.")
 
 
-def _last_run(ran: ProgramRun, **values) -> ProgramRun:
-    """``ran`` with its last engine run's record changed: for the probes."""
-    last = changed(ran.runs.runs[-1], **values)
-    return changed(ran, runs=record.ProgramRecord(ran.runs.runs[:-1] + [last]))
-
-
-def _engine_run_count(ran: ProgramRun, count: int) -> ProgramRun:
-    return changed(ran, runs=record.ProgramRecord([ran.runs.runs[-1]] * count))
-
-
 EXERCISE = Exercise(
     name="06.accumulate", starting_code=STARTING_CODE, solution=solution, run=run_training,
     call="check_accumulating_training(train)",
@@ -256,27 +246,27 @@ EXERCISE = Exercise(
            Rule("batches of 32", _batch),
            Rule("the reference's weights", _weights)),
     right=_right,
-    probes=(Probe("an IPU program ran", lambda ran: _engine_run_count(ran, 0), "no engine run"),
-            Probe("one engine run per run", lambda ran: _engine_run_count(ran, RUNS + 1),
+    probes=(Probe("an IPU program ran", lambda ran: engine_runs_like_last(ran, 0), "no engine run"),
+            Probe("one engine run per run", lambda ran: engine_runs_like_last(ran, RUNS + 1),
                   "one engine run too many"),
-            Probe("one engine run per run", lambda ran: _engine_run_count(ran, RUNS - 1),
+            Probe("one engine run per run", lambda ran: engine_runs_like_last(ran, RUNS - 1),
                   "one engine run too few"),
             Probe("the optimizer accumulates",
-                  lambda ran: _last_run(ran, gradient_accumulation_count=1),
+                  lambda ran: last_run_changed(ran, gradient_accumulation_count=1),
                   "no accumulation"),
             Probe("16 mini-batches per update",
-                  lambda ran: _last_run(ran, gradient_accumulation_count=NUM_MINI_BATCHES + 1),
+                  lambda ran: last_run_changed(ran, gradient_accumulation_count=NUM_MINI_BATCHES + 1),
                   "one mini-batch more per update"),
             Probe("16 mini-batches per update",
-                  lambda ran: _last_run(ran, gradient_accumulation_count=NUM_MINI_BATCHES - 1),
+                  lambda ran: last_run_changed(ran, gradient_accumulation_count=NUM_MINI_BATCHES - 1),
                   "one mini-batch fewer per update"),
             Probe("32 mini-batches per run",
-                  lambda ran: _last_run(ran, iterations=MINI_BATCHES_PER_RUN + 1),
+                  lambda ran: last_run_changed(ran, iterations=MINI_BATCHES_PER_RUN + 1),
                   "one mini-batch more per run"),
             Probe("32 mini-batches per run",
-                  lambda ran: _last_run(ran, iterations=MINI_BATCHES_PER_RUN - 1),
+                  lambda ran: last_run_changed(ran, iterations=MINI_BATCHES_PER_RUN - 1),
                   "one mini-batch fewer per run"),
-            Probe("batches of 32", lambda ran: _last_run(
+            Probe("batches of 32", lambda ran: last_run_changed(
                 ran, infeed_bytes_per_iteration=(BATCH_SIZE + 1) * DIGIT_BYTES),
                 "one image more per batch"),
             Probe("the reference's weights", lambda ran: changed(ran, weights=scaled_update(
