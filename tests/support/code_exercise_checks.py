@@ -28,6 +28,19 @@ def assert_own_hint(feedback, attempt, attempts):
     assert not any(words in text for words in others), text
 
 
+def assert_right(feedback):
+    assert feedback.ok and feedback.text.startswith("Right"), feedback.text
+
+
+def assert_not_yet(feedback, words):
+    """"Not yet" with ``words`` (a phrase of the hint on the attempt's own mistake), and no
+    traceback."""
+    text = feedback.text
+    assert not feedback.ok and text.startswith("Not yet."), text
+    assert words in text, text
+    assert "Traceback" not in text and 'File "' not in text, text
+
+
 def assert_asks_for_code(check):
     """Run with nothing, the check asks for code; given a value, not a function, it says to
     pass the function itself."""

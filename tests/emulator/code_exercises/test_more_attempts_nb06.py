@@ -9,23 +9,13 @@ import tensorflow as tf
 
 from ipu_emulator import ipu
 from ipu_emulator.code_exercises import nb06_accumulation
-from tests.support.code_exercise_checks import outside_solutions_mode  # noqa: F401
+from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixture)
+    assert_not_yet, assert_right, outside_solutions_mode)
 
 v1 = tf.compat.v1
 START = nb06_accumulation.STARTING_CODE
 PLAIN_OPTIMIZER = "optimizer = tf.train.GradientDescentOptimizer(0.01)"
 check = nb06_accumulation.check_accumulating_training
-
-
-def assert_right(feedback):
-    assert feedback.ok and feedback.text.startswith("Right"), feedback.text
-
-
-def assert_not_yet(feedback, words):
-    text = feedback.text
-    assert not feedback.ok and text.startswith("Not yet."), text
-    assert words in text, text
-    assert "Traceback" not in text, text
 
 
 def train_of(code):

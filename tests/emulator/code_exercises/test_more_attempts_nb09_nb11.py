@@ -10,23 +10,13 @@ import tensorflow as tf
 
 from ipu_emulator import ipu
 from ipu_emulator.code_exercises import nb09_pipelining, nb11_configurable_stages
-from tests.support.code_exercise_checks import outside_solutions_mode  # noqa: F401
+from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixture)
+    assert_not_yet, assert_right, outside_solutions_mode)
 
 pytestmark = pytest.mark.filterwarnings("ignore:`tf.layers.dense` is deprecated")
 
 v1 = tf.compat.v1
 DENSE = [("dense256", 256), ("dense128", 128), ("dense64", 64)]
-
-
-def assert_right(feedback):
-    assert feedback.ok and feedback.text.startswith("Right"), feedback.text
-
-
-def assert_not_yet(feedback, words):
-    text = feedback.text
-    assert not feedback.ok and text.startswith("Not yet."), text
-    assert words in text, text
-    assert "Traceback" not in text, text
 
 
 # --- 09: the pipeline, written as learners would -------------------------------------------

@@ -11,22 +11,12 @@ import tensorflow as tf
 from ipu_emulator import ipu
 from ipu_emulator.code_exercises import nb03_feeds as code_exercises
 from ipu_emulator.code_exercises.nb03_feeds import loss_and_update, make_model, make_optimizer
-from tests.support.code_exercise_checks import outside_solutions_mode  # noqa: F401  (autouse)
+from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixture)
+    assert_not_yet, assert_right, outside_solutions_mode)
 
 pytestmark = pytest.mark.tf2
 
 OUTFEED_MODE = ipu.ipu_outfeed_queue.IPUOutfeedMode
-
-
-def assert_right(feedback):
-    assert feedback.ok and feedback.text.startswith("Right"), feedback.text
-
-
-def assert_not_yet(feedback, words):
-    text = feedback.text
-    assert not feedback.ok and text.startswith("Not yet."), text
-    assert words in text, text
-    assert "Traceback" not in text and 'File "' not in text, text
 
 
 # --- 03.outfeed-loop: correct programs written another way -----------------------------------
