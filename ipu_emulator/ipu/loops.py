@@ -16,10 +16,10 @@ was called from, not TensorFlow's ``while/``: variables created in it (Keras lay
 theirs after the name scope) get the names the SDK gives them, so a checkpoint saved by a
 looped program restores into an unlooped one and back.
 """
-import inspect
 import numbers
 
 import tensorflow as tf
+from tensorflow.python.util import tf_inspect
 
 from ipu_emulator.runtime import graph_loops, programs, replication
 
@@ -156,12 +156,13 @@ def _split_body_outputs(outputs):
 def _arguments_needed(func, supplied):
     """None if ``func`` accepts ``supplied`` positional arguments, else what it needs."""
     try:
-        spec = inspect.getfullargspec(func)
+        # TensorFlow's tf_inspect.getargspec, which XLA's check_function_argument_count (the
+        # SDK's) uses: it counts ``self`` for a bound method and for an object's __call__, so
+        # the SDK refuses a method as a loop body (a partial's bound arguments are left out).
+        spec = tf_inspect.getargspec(func)
     except TypeError:
         return None  # Builtins and other uninspectable callables: let the call decide.
     names = list(spec.args)
-    if inspect.ismethod(func) and names:
-        names = names[1:]  # ``self`` is already bound
     with_defaults = len(spec.defaults or ())
     least = len(names) - with_defaults
     if supplied < least:

@@ -1,4 +1,6 @@
 """loops.repeat and loops.while_loop (Graphcore's TensorFlow API reference, ``ipu.loops``)."""
+import functools
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -145,6 +147,28 @@ def test_body_arity_with_infeed(graph):
         loops.while_loop(lambda total: True, lambda x: x, [a], infeed)
     assert str(info.value) == BODY_INFEED_ERROR.format(
         n=1, names="['a:0']", k=2, needs="exactly 1 argument")
+
+
+def test_body_arity_counts_self_as_the_sdk_does(graph):
+    """XLA's check_function_argument_count (the SDK's) reads TensorFlow's
+    tf_inspect.getargspec, which counts ``self`` for a bound method and an object's
+    __call__: the SDK refuses a method as a loop body; a partial's bound arguments are not
+    counted."""
+    class Step:
+        def body(self, total, x):
+            return total + x
+
+        def __call__(self, total, x):
+            return total + x
+
+    a = tf.constant(1.0, name="a")
+    for body in (Step().body, Step()):
+        with pytest.raises(TypeError) as info:
+            loops.repeat(2, body, [a, a])
+        assert str(info.value) == BODY_ERROR.format(n=2, names="['a:0', 'a:0']",
+                                                    needs="exactly 3 arguments")
+    added = loops.repeat(2, functools.partial(lambda scale, total: total * scale, 2.0), [a])
+    assert added.shape == ()
 
 
 def test_condition_arity(graph):
