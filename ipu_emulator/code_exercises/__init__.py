@@ -27,10 +27,11 @@ import contextlib
 import functools
 import linecache
 import os
+import re
 import traceback
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Union
 
 import numpy as np
 import tensorflow as tf
@@ -59,6 +60,10 @@ class CodeExercise:
 CODE_REGISTRY: Dict[str, CodeExercise] = {}
 
 
+# Hints by words of an error's message: a text, or a function of the whole message.
+Hints = Dict[str, Union[str, Callable[[str], str]]]
+
+
 class LearnerCodeFailed(Exception):
     """The learner's code raised; ``feedback`` says what and gives a hint."""
 
@@ -67,7 +72,7 @@ class LearnerCodeFailed(Exception):
         self.feedback = feedback
 
 
-def learner_error(error: BaseException, hints: Optional[Dict[str, str]] = None) -> Feedback:
+def learner_error(error: BaseException, hints: Optional[Hints] = None) -> Feedback:
     """``Not yet`` with the error's own message folded to its first line (the SDK's text for
     the SDK's errors; TensorFlow's add pages of stack), the learner's line that raised it,
     and a hint: the first of ``hints`` whose key appears in the whole message, else one for
@@ -75,6 +80,7 @@ def learner_error(error: BaseException, hints: Optional[Dict[str, str]] = None) 
     message = getattr(error, "message", None) or str(error) or type(error).__name__
     for words, hint in {**(hints or {}), **_MESSAGE_HINTS}.items():
         if words in message:
+            hint = hint(message) if callable(hint) else hint
             break
     else:
         hint = _GENERAL_HINTS.get(type(error).__name__,
@@ -115,8 +121,28 @@ def _learner_line(error: BaseException) -> str:
     return f" It came from {where}."
 
 
-# Hints for messages any exercise's code can meet (after the exercise's own).
+def loop_arity_hint(message: str, example: str = "") -> str:
+    """The hint for a loop body the loop cannot call: how the loop calls it (``example``: the
+    exercise's body, as a signature), and, when the body needs one argument more than it is
+    given, the ``self`` of a method, which the SDK counts (XLA's
+    check_function_argument_count reads tf_inspect.getargspec)."""
+    given = re.search(r"specified (\d+) inputs(?:.*? and (\d+) additional inputs)?", message)
+    needed = re.search(r"needs (?:exactly|at least|at most) (\d+) argument", message)
+    hint = ("the loop calls its body with the loop-carried values (`inputs`) first, then the "
+            "elements of each infeed element, in order (a dict's by keyword)"
+            + (f": {example}." if example else "."))
+    if given and needed and int(needed.group(1)) == \
+            int(given.group(1)) + int(given.group(2) or 0) + 1:
+        hint += (" Your body asks for one argument more: if it is a method, the SDK counts its "
+                 "`self` too, so give the loop a plain function or a lambda that calls the "
+                 "method, `lambda images, labels: self.step(images, labels)`.")
+    return hint
+
+
+# Hints for messages any exercise's code can meet (after the exercise's own): a text, or a
+# function of the message.
 _MESSAGE_HINTS = {
+    "Supplied loop body function cannot be called": loop_arity_hint,
     "Mismatch between input types and output types for loop body": (
         "a loop body returns its loop-carried values first, one for each entry of `inputs`, "
         "in the same order and types, then its ops (minimize's result, an outfeed's "
@@ -170,7 +196,7 @@ def code_exercise(name: str, solution: Callable):
 
 
 @contextlib.contextmanager
-def as_a_fresh_script(hints: Optional[Dict[str, str]] = None, seed: int = 0,
+def as_a_fresh_script(hints: Optional[Hints] = None, seed: int = 0,
                       watch: Optional[WeightWatch] = None):
     """Run the learner's code as a fresh script would: in a new graph (yielded), with no IPU
     system configured and a fixed seed; with ``watch``, its weights start as the reference's
@@ -219,7 +245,7 @@ class IpuGraph:
                                if consumer not in in_programs]
 
 
-def run_attempt(attempt: Callable, *args, hints: Optional[Dict[str, str]] = None,
+def run_attempt(attempt: Callable, *args, hints: Optional[Hints] = None,
                 ipus: Optional[int] = None) -> ProgramRun:
     """``attempt(*args)`` as a fresh script, watched (``as_a_fresh_script``), on a device of
     ``ipus`` IPUs configured first (None: the attempt configures its own).  An error in the
@@ -282,6 +308,7 @@ def sample_digits(count: int):
 cell_runs.install()   # inside a kernel: note which cell defined each function, and how it ran
 
 __all__ = ["CODE_REGISTRY", "IpuGraph", "as_a_fresh_script", "forward_ops_by_stage",
+           "loop_arity_hint",
            "optimizer_state", "run_attempt",
            "ProgramRun", "sample_digits", "CodeExercise", "LearnerCodeFailed", "code_exercise",
            "learner_error", "not_yet"]

@@ -16,11 +16,13 @@ shared harness.
 """
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import tensorflow as tf
 
-from ipu_emulator.code_exercises import IpuGraph, ProgramRun, run_attempt, sample_digits
+from ipu_emulator.code_exercises import (IpuGraph, ProgramRun, loop_arity_hint, run_attempt,
+                                         sample_digits)
 from ipu_emulator.code_exercises.harness import (Exercise, Probe, Rule, changed, check_of,
                                                  engine_runs_like_last)
 from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, TOLERANCE, scaled_update,
@@ -60,10 +62,8 @@ SDK_HINTS = {
     "int32 that does not match type float32": _MIXED_TYPES,
     "initializ": "the infeed's iterator does not exist yet: run `sess.run(infeed.initializer)` "
                  "once, after the variables' initializer and before the program (task d).",
-    "cannot be called with the specified inputs": "the body takes the loop-carried values "
-                                                  "first (one per entry of `inputs`), then the "
-                                                  "infeed's batch: `def loop_body(total_loss, "
-                                                  "images, labels)`.",
+    "cannot be called with the specified inputs": functools.partial(
+        loop_arity_hint, example="`def loop_body(total_loss, images, labels)`"),
 }
 
 

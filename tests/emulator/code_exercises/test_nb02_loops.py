@@ -128,8 +128,9 @@ WRONG_ATTEMPTS = {
     "the loss returned where nothing is carried": (
         the_loss_returned_nothing_carried,
         "with no inputs, return only ops, minimize's result rather than the loss"),
-    "a body without the loop-carried total": (body_without_the_total,
-                                              "the body takes the loop-carried values first"),
+    "a body without the loop-carried total": (
+        body_without_the_total, "the loop calls its body with the loop-carried values "
+                                "(`inputs`) first"),
     "batches of 16": (looped(batch=16), "each step took 16 images where the starting code's"),
     "a program built but never run": (looped(launches=0), "the session never ran it"),
     "the loop built in ipu_scope, never compiled": (
