@@ -157,16 +157,16 @@ class Sampler(threading.Thread):
 class Classroom:
     """The hub, shared by every learner's thread, and the class-wide fault: a hub restart."""
 
-    def __init__(self, port, mem_limit, strike_in="01", strike_after=STRIKE_AFTER_S):
+    def __init__(self, port, mem_limit, names, strike_in="01", strike_after=STRIKE_AFTER_S):
         self.port = port
+        self.names = names   # the hub's roster
         self.strike_in = strike_in   # the notebook (its number) the learners' faults strike in
         self.strike_after = strike_after
         self.lock = threading.Lock()
         os.environ["HUB_MEM_LIMIT"] = mem_limit   # read by hub/jupyterhub_config.py
         self.cgroups = memory_limit.MemoryCgroups(memory_limit.parse_size(mem_limit),
                                                   f"ipu-lab-hub-{port}")
-        self.hub, self.url = hs.start_hub(port, "classroom")
-        self.password = json.load(open(os.path.join(hs.STATE, "passwords.json")))["learners"]
+        self.hub, self.url = hs.start_hub(port, "classroom", names)
         self.hub_restart = None  # {"start", "end", "busy": [...], "progress": {...}} once done
         self.restart_failure = None  # what stopped the restart, for the main thread to raise
 
@@ -192,7 +192,7 @@ class Classroom:
                 progress = {lrn.name: lrn.progress_lines() for lrn in learners}
                 log(f"hub restart while {', '.join(busy)} run a cell")
                 hs.stop_hub(self.hub, "restart")
-                self.hub, self.url = hs.start_hub(self.port, "after-restart")
+                self.hub, self.url = hs.start_hub(self.port, "after-restart", self.names)
                 self.hub_restart = {"start": t0, "end": time.monotonic(), "busy": busy,
                                     "progress": progress}
             return
@@ -280,7 +280,7 @@ class Learner:
         try:
             time.sleep(delay)
             t0 = time.monotonic()
-            self.headers = hs.login(self.room.url, self.name, self.room.password)
+            self.headers = hs.login(self.room.url, self.name, hs.password_of(self.name))
             self.rec["login_s"] = round(time.monotonic() - t0, 2)
             self.rec["server_start_s"] = hs.start_server(self.room.url, self.name, self.headers)
             for path in PLAN:
@@ -538,7 +538,9 @@ def main(argv=None):
                "memory_total_gb": round(psutil.virtual_memory().total / 2**30, 1)}
     sampler = Sampler()
     sampler.start()
-    room = Classroom(args.port, args.mem_limit, args.strike_in, args.strike_after)
+    names = [f"learner{i:02d}" for i in range(1, args.learners + 1)]
+    room = Classroom(args.port, args.mem_limit, names + ["solo"], args.strike_in,
+                     args.strike_after)
     numbers["strike_in"] = args.strike_in
     numbers["memory_limit"] = {"limit": args.mem_limit, "enforced": room.cgroups.enforced,
                                "reason": room.cgroups.reason}
@@ -546,7 +548,6 @@ def main(argv=None):
         log(f"no out-of-memory fault: no memory limit here ({room.cgroups.reason})")
         faults.remove("out-of-memory")
         numbers["faults"] = faults
-    names = [f"learner{i:02d}" for i in range(1, args.learners + 1)]
     learner_faults = [f for f in LEARNER_FAULTS if f in faults]
     learners = [Learner(room, n, args.think,
                         fault=learner_faults[i] if i < len(learner_faults) else None,

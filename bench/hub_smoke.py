@@ -51,9 +51,14 @@ def check(cond, what):
     log(f"ok: {what}")
 
 
-def start_hub(port, tag):
+def start_hub(port, tag, names=LEARNERS):
+    """`make hub` on ``port``, with ``names`` on its roster (an isolated hub, as root, admits
+    them alone, each with a code of their own: ``password_of``)."""
     out = open(os.path.join(WORK, f"hub-{tag}.log"), "w")
-    env = dict(os.environ, IPU_HUB_STATE=STATE, IPU_HUB_HOMES=HOMES)
+    roster_file = os.path.join(WORK, "roster.txt")
+    with open(roster_file, "w") as f:
+        f.write("\n".join(names) + "\n")
+    env = dict(os.environ, IPU_HUB_STATE=STATE, IPU_HUB_HOMES=HOMES, HUB_ROSTER=roster_file)
     t0 = time.monotonic()
     proc = subprocess.Popen(["make", "--no-print-directory", "hub", f"HUB_PORT={port}"], cwd=REPO,
                             env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -88,6 +93,15 @@ def stop_hub(proc, tag):
     numbers[f"learner_processes_gone_s_{tag}"] = round(time.monotonic() - t0, 2)
     check(not left, f"no learner's process is left {numbers[f'learner_processes_gone_s_{tag}']} s "
                     f"after Ctrl-C ({sorted(left.values())})")
+
+
+def password_of(name):
+    """What ``name`` signs in with: their code on an isolated hub's roster, else the class's
+    shared password (a rehearsal hub)."""
+    roster_file = os.path.join(STATE, "roster.json")
+    if os.path.exists(roster_file):
+        return json.load(open(roster_file))[name]
+    return json.load(open(os.path.join(STATE, "passwords.json")))["learners"]
 
 
 def login(url, name, password):
@@ -199,8 +213,7 @@ def main():
 
     hub, url = start_hub(args.port, "first")
     try:
-        password = json.load(open(os.path.join(STATE, "passwords.json")))["learners"]
-        headers = {name: login(url, name, password) for name in LEARNERS}
+        headers = {name: login(url, name, password_of(name)) for name in LEARNERS}
         for name in LEARNERS:
             numbers[f"server_start_s_{name}"] = start_server(url, name, headers[name])
 
@@ -256,7 +269,7 @@ def main():
 
     hub, url = start_hub(args.port, "restart")
     try:
-        h = login(url, "alice", password)
+        h = login(url, "alice", password_of("alice"))
         numbers["server_start_s_alice_restart"] = start_server(url, "alice", h)
         r = requests.get(url + f"/user/alice/api/contents/{NOTEBOOK}", headers=h)
         check(MARKER in json.dumps(r.json()["content"]), "alice's edit survived the hub restart")

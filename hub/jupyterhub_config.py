@@ -24,6 +24,32 @@ OVERLAY = os.path.join(BUILD, "hub-singleuser-venv")
 PROXY = os.path.join(BUILD, "hub-node", "node_modules", ".bin", "configurable-http-proxy")
 os.makedirs(STATE, exist_ok=True)
 os.makedirs(HOMES, exist_ok=True)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+# --- isolated (a class of strangers) or a rehearsal ---------------------------------------
+# As root on Linux, each learner is a Unix user of their own with a login of their own
+# (hub/isolation.py, hub/roster.py); HUB_ISOLATION=off keeps the rehearsal mode, where every
+# server runs as the user who ran `make hub` (root, then: any learner is root on the machine).
+ISOLATED = (os.getuid() == 0 and sys.platform.startswith("linux")
+            and os.environ.get("HUB_ISOLATION", "on").lower() != "off")
+if ISOLATED:
+    import isolation  # noqa: E402  (hub/isolation.py)
+    import roster  # noqa: E402  (hub/roster.py)
+
+    missing = isolation.tools_missing()
+    blocked = (isolation.unreachable_by_learners(os.path.join(LAB_VENV, "pyvenv.cfg"))
+               or isolation.unreachable_by_learners(os.path.join(HOMES, "learner")))
+    if missing or blocked:
+        sys.exit("make hub: learners cannot be isolated here: " + (
+            f"this machine lacks {', '.join(missing)}" if missing else
+            f"their accounts cannot reach the lab or their homes ({blocked} is closed to "
+            f"other users: put the lab, or IPU_HUB_HOMES, where others may pass, e.g. under "
+            f"/srv or /opt)")
+            + ". HUB_ISOLATION=off starts a rehearsal without isolation instead.")
+    # The hub's state (database, cookie secret, passwords, roster) is root's alone; the homes'
+    # folder lets each learner reach their own home, and list none.
+    os.chmod(STATE, 0o700)
+    os.chmod(HOMES, 0o711)
 
 # --- where it listens -------------------------------------------------------------------
 # 127.0.0.1 by default (a rehearsal); HUB_IP=0.0.0.0 lets the class's machines in.
@@ -54,13 +80,30 @@ else:
         json.dump(passwords, f)
 if os.environ.get("HUB_PASSWORD"):
     passwords["learners"] = os.environ["HUB_PASSWORD"]
-c.JupyterHub.authenticator_class = "shared-password"
-c.SharedPasswordAuthenticator.user_password = passwords["learners"]
-c.SharedPasswordAuthenticator.admin_password = passwords["instructor"]
 c.Authenticator.admin_users = {ADMIN}
-c.Authenticator.allow_all = True
-# Names become folder names under build/hub-homes/: letters, digits, '.', '_' and '-' only.
-c.Authenticator.username_pattern = r"^[a-z0-9][a-z0-9._-]{0,31}$"
+if ISOLATED:
+    # A roster, each name with a code of its own (hub/roster.py), stored as bcrypt hashes in
+    # JupyterHub's FirstUseAuthenticator's database before anyone signs in; no other name
+    # can sign in.  HUB_ROSTER: a file of names; else HUB_LEARNERS numbered learners (40).
+    names = roster.names_from(os.environ.get("HUB_ROSTER"), os.environ.get("HUB_LEARNERS", 40))
+    if ADMIN in names:
+        sys.exit(f"make hub: the roster names the instructor's login, {ADMIN!r}")
+    class_codes = roster.load(STATE, names)
+    DBM = os.path.join(STATE, "passwords.dbm")
+    roster.seed_passwords(DBM, {**class_codes, ADMIN: passwords["instructor"]})
+    c.JupyterHub.authenticator_class = "firstuseauthenticator.FirstUseAuthenticator"
+    c.FirstUseAuthenticator.dbm_path = DBM
+    c.FirstUseAuthenticator.create_users = False
+    c.FirstUseAuthenticator.min_password_length = 8
+    c.Authenticator.allowed_users = set(names)
+    c.Authenticator.username_pattern = roster.NAME_PATTERN
+else:
+    c.JupyterHub.authenticator_class = "shared-password"
+    c.SharedPasswordAuthenticator.user_password = passwords["learners"]
+    c.SharedPasswordAuthenticator.admin_password = passwords["instructor"]
+    c.Authenticator.allow_all = True
+    # Names become folder names under build/hub-homes/: letters, digits, '.', '_' and '-'.
+    c.Authenticator.username_pattern = r"^[a-z0-9][a-z0-9._-]{0,31}$"
 
 # --- each learner's server ----------------------------------------------------------------
 # SimpleLocalProcessSpawner: every server is a process of the user who started the hub, with
@@ -72,7 +115,6 @@ c.Authenticator.username_pattern = r"^[a-z0-9][a-z0-9._-]{0,31}$"
 # 0 for none.
 from jupyterhub.spawner import SimpleLocalProcessSpawner  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import memory_limit  # noqa: E402  (hub/memory_limit.py)
 
 MEM_LIMIT = os.environ.get("HUB_MEM_LIMIT", "1G").strip()
@@ -82,9 +124,10 @@ if MEM_LIMIT not in ("", "0"):
     c.Spawner.mem_limit = MEM_LIMIT
 
 
-class MemoryLimitedSpawner(SimpleLocalProcessSpawner):
-    """SimpleLocalProcessSpawner, with each learner's server (and so their kernels) in a memory
-    cgroup of their own when the machine allows one."""
+class MemoryLimitedSpawner(isolation.IsolatedSpawner if ISOLATED else SimpleLocalProcessSpawner):
+    """The learner's server (isolated: as their own Unix user; in a rehearsal: as the hub's),
+    with it (and so their kernels) in a memory cgroup of their own when the machine allows
+    one, with an equal CPU share and a process limit where it has those controllers."""
 
     async def start(self):
         url = await super().start()
@@ -100,7 +143,13 @@ class MemoryLimitedSpawner(SimpleLocalProcessSpawner):
 
 
 c.JupyterHub.spawner_class = MemoryLimitedSpawner
-c.SimpleLocalProcessSpawner.home_dir_template = os.path.join(HOMES, "{username}")
+if ISOLATED:
+    MemoryLimitedSpawner.home_root = HOMES
+    MemoryLimitedSpawner.python_prefix = isolation.python_prefix(
+        os.path.join(LAB_VENV, "bin", "python"))
+    MemoryLimitedSpawner.private_tmp = not isolation.under_tmp(REPO, LAB_VENV, HOMES)
+else:
+    c.SimpleLocalProcessSpawner.home_dir_template = os.path.join(HOMES, "{username}")
 c.Spawner.notebook_dir = os.path.join(HOMES, "{username}")
 # The server runs on the lab's .venv Python (TensorFlow, the emulator, JupyterLab and its
 # widgets), with `jupyterhub` from build/hub-singleuser-venv appended (hub/singleuser.py).
@@ -110,7 +159,7 @@ c.Spawner.cmd = [
     os.path.join(REPO, "hub", "singleuser.py"),
     overlay_site[0] if overlay_site else OVERLAY,
 ]
-c.Spawner.args = ["--allow-root"] if os.getuid() == 0 else []
+c.Spawner.args = ["--allow-root"] if os.getuid() == 0 and not ISOLATED else []
 c.Spawner.default_url = "/lab/tree/notebooks/README.md"
 # Each exercise check the learner runs is noted in their home (ipu_emulator.exercises.progress),
 # where `make progress` reads it for the instructor.  Beside the notebooks, so it survives a
@@ -145,6 +194,8 @@ async def copy_course(spawner):
     import asyncio
 
     home = spawner.home_dir
+    if ISOLATED:
+        spawner.account()   # their account and private home, made on the first start
     copied = copy_missing(os.path.join(REPO, "notebooks"), os.path.join(home, "notebooks"))
     shutil.copytree(os.path.join(REPO, "docs"), os.path.join(home, "docs"), dirs_exist_ok=True)
     notebooks = [p for p in copied if p.endswith(".ipynb")]
@@ -156,6 +207,8 @@ async def copy_course(spawner):
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
         )
         await proc.wait()
+    if ISOLATED:   # copied and trusted by root: the learner's own from now on
+        isolation.give_to(spawner.account(), home)
     spawner.log.info("course for %s: %d new file(s) copied", spawner.user.name, len(copied))
 
 
@@ -183,12 +236,29 @@ c.JupyterHub.load_roles = [
 
 # --- what the instructor reads at start ------------------------------------------------------
 host = socket.gethostname() if IP in ("", "0.0.0.0") else IP
+RED, PLAIN = ("\033[1;31m", "\033[0m") if sys.stdout.isatty() else ("", "")
+if ISOLATED:
+    login_lines = [
+        f"  learners: {len(names)} on the roster, each with a code of their own: the class sheet",
+        f"      is {os.path.join(STATE, 'class-sheet.txt')} (readable by root alone)",
+        "  isolated: each learner a Unix user of their own (jupyter-<name>), a private home "
+        + ("and /tmp," if MemoryLimitedSpawner.private_tmp else "(TMPDIR: the lab is under /tmp),"),
+        "      no access to the hub's state or to anyone else's work (hub/README.md)",
+    ]
+else:
+    who = "root: any learner is root on this machine" if os.getuid() == 0 else \
+        f"user {os.environ.get('USER', os.getuid())}: any learner can do what it can"
+    login_lines = [
+        f"  learners: any name (letters, digits, . _ -), password  {passwords['learners']}",
+        f"{RED}  NO ISOLATION, A REHEARSAL ONLY: every server runs as {who}, reads and",
+        f"  changes everyone's work, and can sign in as anyone (hub/README.md){PLAIN}",
+    ]
 print(
     "\n".join([
         "",
         "=" * 72,
         f"  IPU tutorial lab on JupyterHub:  http://{host}:{PORT}/",
-        f"  learners: any name (letters, digits, . _ -), password  {passwords['learners']}",
+        *login_lines,
         f"  instructor (admin, {c.JupyterHub.bind_url}/hub/admin): name '{ADMIN}', password",
         f"      {passwords['instructor']}",
         f"  homes: {HOMES}   (Ctrl-C stops the hub and every server; files stay)",
@@ -196,7 +266,6 @@ print(
             "no limit (HUB_MEM_LIMIT=0)" if cgroups is None else
             f"{MEM_LIMIT}, enforced (memory cgroup v{cgroups.version}, {cgroups.base})"
             if cgroups.enforced else f"no limit: {cgroups.reason}"),
-        "  no isolation between learners: see hub/README.md",
         "=" * 72,
         "",
     ]),

@@ -18,6 +18,9 @@ import os
 import time
 
 UNITS = {"K": 1, "M": 2, "G": 3, "T": 4}
+# Processes a learner may hold at once (their server, kernels and what those start): a fork
+# bomb stops there, far above what the notebooks need (about 30 with a TensorFlow kernel).
+PIDS_MAX = 512
 
 
 def parse_size(text):
@@ -43,6 +46,7 @@ class MemoryCgroups:
 
     def __init__(self, limit_bytes, group, root="/sys/fs/cgroup", proc_cgroup="/proc/self/cgroup"):
         self.limit_bytes = limit_bytes
+        self.group, self.root, self.proc_cgroup = group, root, proc_cgroup
         self.base, self.version, self.reason = None, None, None
         try:
             self._find(root, group, proc_cgroup)
@@ -70,13 +74,16 @@ class MemoryCgroups:
                 # no process itself, and the hub's own group holds the hub.
                 self.reason = "under cgroup v2 the hub must run in the root cgroup"
                 return
+            with open(os.path.join(v2, "cgroup.controllers")) as f:
+                available = f.read().split()
+            wanted = " ".join(f"+{c}" for c in ("memory", "cpu", "pids") if c in available)
             with open(os.path.join(v2, "cgroup.subtree_control"), "w") as f:
-                f.write("+memory")
+                f.write(wanted)
             self.base, self.version = os.path.join(v2, group), 2
         os.makedirs(self.base, exist_ok=True)
         if self.version == 2:
             with open(os.path.join(self.base, "cgroup.subtree_control"), "w") as f:
-                f.write("+memory")
+                f.write(wanted)
 
     @property
     def enforced(self):
@@ -87,7 +94,9 @@ class MemoryCgroups:
 
     def confine(self, pid, learner):
         """Put process ``pid`` (a learner's server, before it starts any kernel) in the
-        learner's group, with the limit."""
+        learner's group, with the limit; and, where the machine has those controllers, in a
+        group with an equal CPU share (one learner's many busy processes weigh as much as
+        another's one) and at most ``PIDS_MAX`` processes (``shared_limits``)."""
         group = self.path(learner)
         os.makedirs(group, exist_ok=True)
         limit_file = "memory.limit_in_bytes" if self.version == 1 else "memory.max"
@@ -95,19 +104,47 @@ class MemoryCgroups:
             f.write(str(self.limit_bytes))
         with open(os.path.join(group, "cgroup.procs"), "w") as f:
             f.write(str(pid))
+        for limits, values in self.shared_limits(learner):
+            os.makedirs(limits, exist_ok=True)
+            for name, value in values.items():
+                with open(os.path.join(limits, name), "w") as f:
+                    f.write(str(value))
+            if limits != group:
+                with open(os.path.join(limits, "cgroup.procs"), "w") as f:
+                    f.write(str(pid))
+
+    def shared_limits(self, learner):
+        """(group, {file: value}) for the CPU share and the process count the learner's group
+        gets where the controllers exist: under cgroup v2 in the learner's memory group, under
+        v1 in a group of the same name in the cpu and pids hierarchies."""
+        if self.version == 2:
+            with open(os.path.join(os.path.dirname(self.base), "cgroup.controllers")) as f:
+                controllers = f.read().split()
+            values = {**({"cpu.weight": 100} if "cpu" in controllers else {}),
+                      **({"pids.max": PIDS_MAX} if "pids" in controllers else {})}
+            return [(self.path(learner), values)] if values else []
+        found = []
+        for hierarchy, values in (("cpu", {"cpu.shares": 1024}), ("pids", {"pids.max": PIDS_MAX})):
+            own = _own_cgroup(hierarchy, self.proc_cgroup)
+            top = os.path.join(self.root, hierarchy)
+            # (the root group of a v1 hierarchy has no pids.max: its cgroup.procs says it is there)
+            if own is not None and os.path.isfile(os.path.join(top, "cgroup.procs")):
+                found.append((os.path.join(top, own.lstrip("/"), self.group, learner), values))
+        return found
 
     def release(self, learner, wait_s=5.0):
         """Remove the learner's group once its processes are gone (a kernel can outlive its
         server by a moment); a group still busy after ``wait_s`` is left for the next start."""
-        group = self.path(learner)
         deadline = time.monotonic() + wait_s
-        while os.path.isdir(group):
-            try:
-                os.rmdir(group)
-            except OSError:
-                if time.monotonic() > deadline:
-                    return False
-                time.sleep(0.1)
+        groups = {self.path(learner), *(limits for limits, _ in self.shared_limits(learner))}
+        for group in groups:
+            while os.path.isdir(group):
+                try:
+                    os.rmdir(group)
+                except OSError:
+                    if time.monotonic() > deadline:
+                        return False
+                    time.sleep(0.1)
         return True
 
     def limit_hits(self, learner):

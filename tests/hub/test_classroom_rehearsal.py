@@ -6,9 +6,11 @@ with the exercises solved; nothing may be lost and the instructor's progress vie
 is where.  Needs `make hub-tools` (`make test` runs it first); deselect with -m "not hub"."""
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -37,8 +39,12 @@ def free_port_block():
 
 
 @pytest.fixture(scope="module")
-def rehearsal(tmp_path_factory):
-    work = tmp_path_factory.mktemp("classroom")
+def rehearsal():
+    # Under the lab's build/, not pytest's temporary folder (root's alone): on a hub run as
+    # root each learner is a Unix user of their own, whose home must be reachable.
+    work = Path(ROOT) / "build" / "hub-classroom"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
     command = [sys.executable, os.path.join(ROOT, "bench", "classroom.py"), "--learners", "3",
                "--think", "0", "--start-window", "6", "--no-baseline",
                # the faults strike in notebook 08, the quickest to run again (no TensorFlow)

@@ -44,7 +44,7 @@ def test_v2_needs_the_root_cgroup_and_a_memory_controller(tmp_path):
     proc.write_text("0::/\n")
     groups = memory_limit.MemoryCgroups(2**30, "hub", root=str(tmp_path), proc_cgroup=str(proc))
     assert groups.enforced and groups.version == 2
-    assert (tmp_path / "cgroup.subtree_control").read_text() == "+memory"
+    assert (tmp_path / "cgroup.subtree_control").read_text() == "+memory +cpu +pids"
     groups.confine(7, "bob")
     assert (tmp_path / "hub" / "bob" / "memory.max").read_text() == str(2**30)
     (tmp_path / "hub" / "bob" / "memory.events").write_text("low 0\nhigh 0\nmax 5\noom 2\noom_kill 2\n")
@@ -99,3 +99,37 @@ def test_on_this_machine_a_confined_process_and_its_children_get_the_limit():
         parent.wait()
         assert groups.release("ada")
         os.rmdir(groups.base)
+
+
+def test_sizes_are_read_in_powers_of_1024():
+    """Jupyter's sizes: 1G is 2**30 bytes, not 10**9 (the module's docstring examples)."""
+    assert memory_limit.parse_size("1G") == 2**30
+    assert memory_limit.parse_size("1.5G") == 3 * 2**29
+    assert memory_limit.parse_size("512M") == 2**29 and memory_limit.parse_size("2048") == 2048
+
+
+def test_v1_a_learner_gets_an_equal_cpu_share_and_a_process_limit(tmp_path):
+    proc = fake_v1(tmp_path)
+    proc.write_text("8:pids:/\n4:memory:/job\n1:cpu:/\n0::/\n")
+    for hierarchy in ("cpu", "pids"):
+        (tmp_path / hierarchy).mkdir()
+        (tmp_path / hierarchy / "cgroup.procs").write_text("1\n")
+    groups = memory_limit.MemoryCgroups(2**30, "hub", root=str(tmp_path), proc_cgroup=str(proc))
+    groups.confine(4242, "ada")
+    assert (tmp_path / "cpu" / "hub" / "ada" / "cpu.shares").read_text() == "1024"
+    assert (tmp_path / "pids" / "hub" / "ada" / "pids.max").read_text() == str(
+        memory_limit.PIDS_MAX)
+    for hierarchy in ("memory/job", "cpu", "pids"):
+        assert (tmp_path / hierarchy / "hub" / "ada" / "cgroup.procs").read_text() == "4242"
+
+
+def test_v2_a_learner_gets_an_equal_cpu_weight_and_a_process_limit(tmp_path):
+    (tmp_path / "cgroup.controllers").write_text("cpu io memory pids\n")
+    (tmp_path / "cgroup.subtree_control").write_text("")
+    proc = tmp_path / "cgroup"
+    proc.write_text("0::/\n")
+    groups = memory_limit.MemoryCgroups(2**30, "hub", root=str(tmp_path), proc_cgroup=str(proc))
+    groups.confine(7, "bob")
+    bob = tmp_path / "hub" / "bob"
+    assert (bob / "cpu.weight").read_text() == "100"
+    assert (bob / "pids.max").read_text() == str(memory_limit.PIDS_MAX)
