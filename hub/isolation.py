@@ -5,7 +5,7 @@ start: no password, no login shell; the prefix keeps every name clear of the sys
 accounts, as The Littlest JupyterHub does), in a home only that account can open
 (``build/hub-homes/ada``, mode 0700), with a /tmp of their own (a private mount namespace
 whose /tmp is ``~/.tmp``; a lab Python installed under a folder closed to other users, such as
-/root, is mounted back alone in that namespace).  Their server, kernels and everything those start hold that
+/root, or a lab cloned there, is mounted back alone in that namespace).  Their server, kernels and everything those start hold that
 account's rights, with umask 077: no other learner's files, no hub state, no other process's environment or
 signals.  The server is started by root as ``unshare --mount`` (the private /tmp), then
 ``setpriv`` drops to the account, with no new privileges (no setuid program lifts them back),
@@ -70,21 +70,29 @@ def python_prefix(python):
                           capture_output=True, text=True).stdout.strip()
 
 
-def reach_prefix(prefix):
+def reach(paths):
     """Shell lines, run as root in the learner's private mount namespace, that let the
-    learner's account reach ``prefix`` (the lab's interpreter) when it lies under a folder
-    closed to other users (a Python installed under /root): that folder is covered by an empty
-    one, and the interpreter's folder alone mounted back in its place.  Nothing when the
-    accounts can reach it as it is."""
-    closed = unreachable_by_learners(os.path.join(prefix, "bin"))
-    if closed is None:
-        return ""
-    prefix = os.path.realpath(prefix)
-    staged = '"$(mktemp -d)"'
-    return (f"staged={staged} && mount --bind {shlex.quote(prefix)} \"$staged\" && "
-            f"mount -t tmpfs -o mode=0755,size=1m tmpfs {shlex.quote(closed)} && "
-            f"mkdir -p {shlex.quote(prefix)} && mount --move \"$staged\" {shlex.quote(prefix)} "
-            f"&& rmdir \"$staged\" && ")
+    learner's account reach each of ``paths`` (the lab, its Python, the homes) lying under a
+    folder closed to other users (a clone or a pyenv Python under /root): each such folder is
+    covered by an empty one, and the paths under it alone are mounted back in their places.
+    Nothing for the paths the accounts can reach as they are."""
+    closed = {}
+    real = sorted(set(map(os.path.realpath, paths)))
+    outermost = [path for path in real    # a path inside another comes back with it
+                 if not any(path.startswith(other + os.sep) for other in real)]
+    for path in outermost:
+        folder = unreachable_by_learners(os.path.join(path, "x"))
+        if folder is not None:
+            closed.setdefault(folder, []).append(path)
+    lines = []
+    for folder, inside in closed.items():
+        staged = [f'"$s{k}"' for k in range(len(inside))]
+        lines += [f's{k}="$(mktemp -d)" && mount --bind {shlex.quote(path)} {stage}'
+                  for k, (path, stage) in enumerate(zip(inside, staged))]
+        lines.append(f"mount -t tmpfs -o mode=0755,size=1m tmpfs {shlex.quote(folder)}")
+        lines += [f"mkdir -p {shlex.quote(path)} && mount --move {stage} {shlex.quote(path)} "
+                  f"&& rmdir {stage}" for path, stage in zip(inside, staged)]
+    return "".join(line + " && " for line in lines)
 
 
 class IsolatedSpawner(LocalProcessSpawner):
@@ -92,7 +100,7 @@ class IsolatedSpawner(LocalProcessSpawner):
     each in a private home and /tmp; ``home_root`` holds the homes."""
 
     home_root = ""
-    python_prefix = ""   # the lab's interpreter's folder (``reach_prefix``)
+    reachable = ()   # what the learner's account must reach (``reach``): lab, Python, homes
     # A /tmp of their own, unless the lab or the homes live under /tmp (the mount would hide
     # them): then TMPDIR is their ~/.tmp, and the umask keeps their files in /tmp their own.
     private_tmp = True
@@ -125,7 +133,7 @@ class IsolatedSpawner(LocalProcessSpawner):
         # shell_cmd gets the server's command line as one argument ($1); sh binds the private
         # /tmp, then execs setpriv, which execs the server: the process id stays the hub's.
         # umask 077: what the learner writes, in /tmp or anywhere, is theirs alone to read.
-        script = (reach_prefix(self.python_prefix)
+        script = (reach(self.reachable)
                   + ('mount --bind "$0" /tmp && ' if self.private_tmp else '')
                   + "umask 077 && exec " + " ".join(map(shlex.quote, drop))
                   + ' /bin/sh -c "exec $1"')

@@ -37,15 +37,10 @@ if ISOLATED:
     import roster  # noqa: E402  (hub/roster.py)
 
     missing = isolation.tools_missing()
-    blocked = (isolation.unreachable_by_learners(os.path.join(LAB_VENV, "pyvenv.cfg"))
-               or isolation.unreachable_by_learners(os.path.join(HOMES, "learner")))
-    if missing or blocked:
-        sys.exit("make hub: learners cannot be isolated here: " + (
-            f"this machine lacks {', '.join(missing)}" if missing else
-            f"their accounts cannot reach the lab or their homes ({blocked} is closed to "
-            f"other users: put the lab, or IPU_HUB_HOMES, where others may pass, e.g. under "
-            f"/srv or /opt)")
-            + ". HUB_ISOLATION=off starts a rehearsal without isolation instead.")
+    if missing:
+        sys.exit(f"make hub: learners cannot be isolated here: this machine lacks "
+                 f"{', '.join(missing)}. HUB_ISOLATION=off starts a rehearsal without "
+                 f"isolation instead.")
     # The hub's state (database, cookie secret, passwords, roster) is root's alone; the homes'
     # folder lets each learner reach their own home, and list none.
     os.chmod(STATE, 0o700)
@@ -145,8 +140,11 @@ class MemoryLimitedSpawner(isolation.IsolatedSpawner if ISOLATED else SimpleLoca
 c.JupyterHub.spawner_class = MemoryLimitedSpawner
 if ISOLATED:
     MemoryLimitedSpawner.home_root = HOMES
-    MemoryLimitedSpawner.python_prefix = isolation.python_prefix(
-        os.path.join(LAB_VENV, "bin", "python"))
+    # What each learner's account must reach, mounted back in their namespace if it lies under
+    # a folder closed to others: the lab (its .venv, hub/, the course), the Python the .venv
+    # was made from, the homes.
+    MemoryLimitedSpawner.reachable = (REPO, LAB_VENV, isolation.python_prefix(
+        os.path.join(LAB_VENV, "bin", "python")), HOMES)
     MemoryLimitedSpawner.private_tmp = not isolation.under_tmp(REPO, LAB_VENV, HOMES)
 else:
     c.SimpleLocalProcessSpawner.home_dir_template = os.path.join(HOMES, "{username}")
