@@ -46,9 +46,13 @@ $(if $(filter 0,$(USE_UV)),$(1)/bin/python -m pip install --quiet $(2),$(1)/bin/
 	&& $(1)/bin/uv pip install --quiet --python $(1)/bin/python $(2))
 endef
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml jupyter/lab/overrides.json
 	@test -x $(BIN)/python || $(STAGE) "environment: venv" -- $(PYTHON) -m venv $(VENV)
 	$(STAGE) "environment: install" -- bash -c '$(call install,$(VENV),-e ".[lab$(COMMA)test]")'
+	@# JupyterLab's defaults for this lab (make lab and every learner's server on make hub):
+	@# Markdown opens rendered, notebooks are saved every 15 s (a check sees a saved edit of
+	@# the exercise cell: ipu_emulator/code_exercises/cell_runs.py), no news prompt.
+	install -D -m 644 jupyter/lab/overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	@touch $(STAMP)
 
 # make lite, serve-lite, test-lite: the JupyterLite site (included after the first target,

@@ -22,3 +22,8 @@ c.MappingKernelManager.cull_interval = 300
 os.environ.setdefault(
     "TENSORBOARD_PROXY_URL",
     os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/") + "proxy/%PORT%/")
+
+# TensorFlow's C++ start-up errors about CUDA ("failed call to cuInit": this lab runs on CPUs)
+# would show in the first TensorFlow cell's output (ipykernel shows what the kernel's C++ code
+# writes): kernels inherit level 3, errors included.  Python's own errors are unaffected.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")

@@ -1,0 +1,31 @@
+"""The lab's JupyterLab defaults (jupyter/lab/overrides.json, installed by `make env` where
+JupyterLab reads them, for `make lab` and every learner's server on `make hub`): each setting
+names a real plugin and a value its schema allows, and the environment has them."""
+import json
+from pathlib import Path
+
+from tests.support.child_python import ROOT
+
+OVERRIDES = Path(ROOT) / "jupyter" / "lab" / "overrides.json"
+LAB = Path(ROOT) / ".venv" / "share" / "jupyter" / "lab"
+
+
+def allowed(schema, value):
+    if "oneOf" in schema:
+        return any(option.get("const") == value for option in schema["oneOf"])
+    kinds = {"boolean": bool, "number": (int, float), "string": str, "object": dict}
+    return isinstance(value, kinds[schema["type"]])
+
+
+def test_each_setting_names_a_plugin_and_a_value_its_schema_allows():
+    for plugin, values in json.loads(OVERRIDES.read_text()).items():
+        package, name = plugin.split(":")
+        schema = json.loads((LAB / "schemas" / package / f"{name}.json").read_text())
+        for key, value in values.items():
+            assert key in schema["properties"], (plugin, key)
+            assert allowed(schema["properties"][key], value), (plugin, key, value)
+
+
+def test_the_environment_has_them():
+    assert json.loads((LAB / "settings" / "overrides.json").read_text()) == \
+        json.loads(OVERRIDES.read_text())
