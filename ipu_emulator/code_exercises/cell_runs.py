@@ -9,7 +9,8 @@ functions a run bound in the user's namespace are noted against that cell.
 
 A cell edited and not run again is the other stale case.  The kernel does not see the editor,
 but it sees the notebook file: Jupyter Server names it to the kernel (``JPY_SESSION_NAME``, the
-notebook's path), and JupyterLab saves it (autosave, every two minutes by default, or Ctrl-S).
+notebook's path), and JupyterLab saves it (Ctrl-S, or its autosave: every 15 s in this lab,
+jupyter/lab/overrides.json; two minutes by JupyterLab's default).
 When the file was saved after the cell's latest run and holds other code for that cell than the
 run did, the cell was changed since it ran.  An edit not saved yet is not seen; a file saved
 before the run says nothing, so a cell run after its edit is never refused.
