@@ -94,3 +94,23 @@ def seed_passwords(dbm_path, passwords):
         for name, password in passwords.items():
             if db.get(name.encode("utf8")) is None:
                 db[name] = bcrypt.hashpw(password.encode("utf8"), bcrypt.gensalt())
+
+
+def main(argv=None):
+    """``python hub/roster.py --learners 25`` (or ``--roster names.txt``): Zero to JupyterHub's
+    roster.yaml for hub/z2jh/values.yaml, each name with a new code and the instructor with a
+    password, on standard output; keep it, and hand out each learner's line."""
+    import argparse
+    parser = argparse.ArgumentParser(description=main.__doc__.split("\n")[0])
+    parser.add_argument("--learners", type=int, default=0)
+    parser.add_argument("--roster")
+    args = parser.parse_args(argv)
+    names = names_from(args.roster, args.learners)
+    lines = ["custom:", "  roster:",
+             f'    instructor: "{secrets.token_urlsafe(30)}"']
+    lines += [f'    {name}: "{new_code()}"' for name in names]
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -363,10 +363,24 @@ def test_learners_land_on_a_page_of_the_course():
     assert (ROOT / url.removeprefix("/lab/tree/")).is_file()
 
 
-def test_the_login_is_make_hubs_shared_password_with_no_password_in_the_repository():
+def test_the_login_is_make_hubs_roster_with_no_code_in_the_repository():
     config = VALUES["hub"]["config"]
-    assert config["JupyterHub"]["authenticator_class"] == "shared-password"
-    assert "SharedPasswordAuthenticator" not in config
+    assert config["JupyterHub"]["authenticator_class"] == \
+        "firstuseauthenticator.FirstUseAuthenticator"
+    assert config["FirstUseAuthenticator"]["create_users"] is False
+    assert "allow_all" not in config["Authenticator"]
+    assert "custom" not in VALUES   # the roster and its codes: roster.yaml, the instructor's
+    seeding = VALUES["hub"]["extraConfig"]["roster"]
+    assert 'get_config("custom.roster"' in seeding and "bcrypt.hashpw" in seeding
+    compile(seeding, "extraConfig.roster", "exec")
+
+
+def test_the_roster_file_for_zero_to_jupyterhub_holds_a_code_per_learner():
+    made = subprocess.run([sys.executable, str(ROOT / "hub" / "roster.py"), "--learners", "3"],
+                          capture_output=True, text=True, check=True).stdout
+    roster = yaml.safe_load(made)["custom"]["roster"]
+    assert sorted(roster) == ["instructor", "learner01", "learner02", "learner03"]
+    assert len(set(roster.values())) == 4 and len(roster["instructor"]) >= 32
 
 
 def test_every_relative_link_of_the_hosting_page_resolves():
