@@ -32,6 +32,11 @@ $(HUB_STAMP): hub/requirements-hub.txt $(STAMP)
 		> $$($(HUB_USER_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz_lab_venv.pth
 	$(HUB_VENV)/bin/python -m pip --python $(HUB_USER_VENV)/bin/python install --quiet \
 		"jupyterhub==$$($(HUB_VENV)/bin/python -c 'import jupyterhub; print(jupyterhub.__version__)')"
+	@# Bytecode for every module, once: isolated learners (not root) cannot write __pycache__
+	@# in .venv, so without it each server and kernel would compile what it imports at every
+	@# start.  A few files of packages' test data are not Python 3: compileall says so, and
+	@# that is not an error here.
+	-@$(BIN)/python -m compileall -q -j 0 $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') $(HUB_USER_VENV)/lib > /dev/null
 	@touch $(HUB_STAMP)
 
 $(HUB_PROXY):
