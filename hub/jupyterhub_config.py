@@ -248,8 +248,9 @@ else:
         f"user {os.environ.get('USER', os.getuid())}: any learner can do what it can"
     login_lines = [
         f"  learners: any name (letters, digits, . _ -), password  {passwords['learners']}",
-        f"{RED}  NO ISOLATION, A REHEARSAL ONLY: every server runs as {who}, reads and",
-        f"  changes everyone's work, and can sign in as anyone (hub/README.md){PLAIN}",
+        f"{RED}  NO ISOLATION, A REHEARSAL ONLY: every server runs as {who};",
+        "  any learner reads and changes everyone's work and can sign in as anyone",
+        f"  (hub/README.md; as root, `make hub` isolates learners unless HUB_ISOLATION=off){PLAIN}",
     ]
 print(
     "\n".join([
