@@ -1,6 +1,7 @@
 # JupyterHub configuration for `make hub` (hub/hub.mk, hub/README.md): this lab on this
 # machine for a rehearsal or a small class.  Everything it writes lives under build/:
-#   build/hub-state/           the hub's database, cookie secret, proxy pid and the passwords
+#   build/hub-state/           the hub's database, cookie secret, proxy pid, the passwords and
+#                              (isolated) the roster and class sheet: root's alone
 #   build/hub-homes/<name>/    each learner's home: their own notebooks/ (copied on first login)
 # Settings come from the environment (hub/hub.mk passes them): HUB_IP, HUB_PORT, HUB_ADMIN,
 # HUB_PASSWORD, HUB_CULL_SERVERS (seconds);
@@ -60,10 +61,11 @@ c.JupyterHub.cookie_secret_file = os.path.join(STATE, "jupyterhub_cookie_secret"
 c.ConfigurableHTTPProxy.command = [PROXY]
 c.ConfigurableHTTPProxy.pid_file = os.path.join(STATE, "jupyterhub-proxy.pid")
 
-# --- login: one shared password for the learners, another for the instructor ---------------
-# Made once and kept in build/hub-state/passwords.json, so a restart keeps them; HUB_PASSWORD
-# sets the learners' own (at least 8 characters).  Anyone with the learners' password can log
-# in under any name but the instructor's: each learner picks their own name.
+# --- login: the instructor's password; the learners' codes (isolated) or shared password ----
+# Made once and kept in build/hub-state/passwords.json, so a restart keeps them.  Isolated: a
+# roster with a code per learner (below).  A rehearsal: one shared password for the learners
+# (HUB_PASSWORD sets it, at least 8 characters), with which anyone logs in under any name but
+# the instructor's.
 ADMIN = os.environ.get("HUB_ADMIN", "instructor")
 PASSWORDS = os.path.join(STATE, "passwords.json")
 if os.path.exists(PASSWORDS):
@@ -101,13 +103,14 @@ else:
     c.Authenticator.username_pattern = r"^[a-z0-9][a-z0-9._-]{0,31}$"
 
 # --- each learner's server ----------------------------------------------------------------
-# SimpleLocalProcessSpawner: every server is a process of the user who started the hub, with
-# its home under build/hub-homes/.  NO ISOLATION: a learner's code can read, change or delete
-# anyone's files, and can stop anyone's kernels.  It cannot enforce a memory limit itself
+# Isolated: hub/isolation.py's spawner, each server a process of the learner's own Unix user,
+# home under build/hub-homes/.  A rehearsal: SimpleLocalProcessSpawner, every server a process
+# of the user who started the hub (NO ISOLATION: a learner's code can read, change or delete
+# anyone's files and stop anyone's kernels).  Neither enforces a memory limit itself
 # (Spawner.mem_limit is only passed on as $MEM_LIMIT); hub/memory_limit.py does, where the
-# machine lets it (root on Linux with memory cgroups): HUB_MEM_LIMIT per learner, 1G by
-# default (a learner's server and one TensorFlow kernel peaked at 0.82 GB in the rehearsal),
-# 0 for none.
+# machine lets it (root on Linux with cgroups): HUB_MEM_LIMIT per learner, 1G by default (a
+# learner's server and one TensorFlow kernel peaked at 0.82 GB in the rehearsal), 0 for none,
+# with an equal CPU share and a process limit.
 from jupyterhub.spawner import SimpleLocalProcessSpawner  # noqa: E402
 
 import memory_limit  # noqa: E402  (hub/memory_limit.py)
