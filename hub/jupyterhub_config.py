@@ -1,10 +1,12 @@
 # JupyterHub configuration for `make hub` (hub/hub.mk, hub/README.md): this lab on this
-# machine for a rehearsal or a small class.  Everything it writes lives under build/:
+# machine for a class (as root: each learner isolated) or a rehearsal.  Everything it writes
+# lives under build/:
 #   build/hub-state/           the hub's database, cookie secret, proxy pid, the passwords and
 #                              (isolated) the roster and class sheet: root's alone
 #   build/hub-homes/<name>/    each learner's home: their own notebooks/ (copied on first login)
 # Settings come from the environment (hub/hub.mk passes them): HUB_IP, HUB_PORT, HUB_ADMIN,
-# HUB_PASSWORD, HUB_CULL_SERVERS (seconds);
+# HUB_ROSTER or HUB_LEARNERS, HUB_ISOLATION, HUB_PASSWORD (a rehearsal's), HUB_CULL_SERVERS,
+# HUB_MEM_LIMIT;
 # IPU_HUB_STATE and IPU_HUB_HOMES move the two folders (bench/hub_smoke.py uses its own).
 import glob
 import json
