@@ -1,8 +1,8 @@
 # A real JupyterHub serving this lab on this machine (issue 25), included by the Makefile after
 # its VENV/PYTHON/BIN/STAMP definitions.
 #   make hub        install the hub if missing, then start it (Ctrl-C stops it; files stay)
-#                   HUB_IP=0.0.0.0 lets other machines in; HUB_PORT, HUB_ADMIN, HUB_PASSWORD,
-#                   HUB_CULL_SERVERS, HUB_MEM_LIMIT: see hub/README.md
+#                   HUB_IP=0.0.0.0 lets other machines in; HUB_PORT, HUB_ADMIN, HUB_ROSTER or HUB_LEARNERS,
+#                   HUB_ISOLATION, HUB_PASSWORD, HUB_CULL_SERVERS, HUB_MEM_LIMIT: hub/README.md
 #   make progress   the class's exercise progress, who is stuck (HUB_HOMES; WATCH=30 repeats)
 #   make hub-tools  install the hub without starting it (`make test` does, for its rehearsal)
 # The hub lives in build/hub-venv (hub/requirements-hub.txt) and its proxy in build/hub-node
