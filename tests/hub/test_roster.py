@@ -38,7 +38,7 @@ def test_each_name_keeps_its_code_and_the_sheet_is_roots_alone(tmp_path):
     for name in ("roster.json", "class-sheet.txt"):
         assert oct(os.stat(tmp_path / name).st_mode & 0o777) == "0o600"
     sheet = (tmp_path / "class-sheet.txt").read_text()
-    assert f"name: cy" in sheet and again["cy"] in sheet
+    assert "name: cy" in sheet and again["cy"] in sheet
     assert json.loads((tmp_path / "roster.json").read_text()) == again
 
 

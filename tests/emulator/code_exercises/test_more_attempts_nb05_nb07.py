@@ -127,6 +127,67 @@ def replicated_with_a_dict_outfeed(images, labels, steps):
         return sess.run(dequeued)["loss"]
 
 
+def replicated_with_dict_batches(images, labels, steps):
+    """The dataset's elements dicts, so the body gets the batch by keyword (its parameters in
+    another order), the loss written out as the mean of the per-image cross entropy, the
+    losses returned as a list."""
+    dataset = v1.data.Dataset.from_tensor_slices({"images": images, "labels": labels}).repeat()
+    infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(dataset.batch(32, drop_remainder=True),
+                                                 replication_factor=2)
+    outfeed = ipu.ipu_outfeed_queue.IPUOutfeedQueue(replication_factor=2)
+
+    def training_step(labels, images):
+        logits = tf.keras.layers.Dense(10)(tf.keras.layers.Flatten()(images))
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                                             logits=logits))
+        optimizer = ipu.optimizers.CrossReplicaOptimizer(v1.train.GradientDescentOptimizer(0.05))
+        return outfeed.enqueue(loss), optimizer.minimize(loss)
+
+    with ipu.scopes.ipu_scope("/device:IPU:0"):
+        program = ipu.ipu_compiler.compile(
+            lambda: ipu.loops.repeat(steps, training_step, infeed_queue=infeed))
+    dequeued = outfeed.dequeue()
+    cfg = ipu.config.IPUConfig()
+    cfg.auto_select_ipus = 2
+    cfg.configure_ipu_system()
+    with v1.Session() as sess:
+        sess.run(v1.global_variables_initializer())
+        sess.run(infeed.initializer)
+        sess.run(program)
+        return sess.run(dequeued).tolist()
+
+
+def replicated_with_the_device_configured_first(images, labels, steps):
+    """The IPU system configured before anything is built, the step's parts in helpers, the
+    optimizer's learning rate by keyword."""
+    cfg = ipu.config.IPUConfig()
+    cfg.auto_select_ipus = 2
+    cfg.configure_ipu_system()
+    dataset = v1.data.Dataset.from_tensor_slices((images, labels)).repeat()
+    infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(dataset.batch(batch_size=32,
+                                                               drop_remainder=True),
+                                                 replication_factor=2)
+    outfeed = ipu.ipu_outfeed_queue.IPUOutfeedQueue(replication_factor=2)
+
+    def update(loss):
+        sgd = v1.train.GradientDescentOptimizer(learning_rate=0.05)
+        return ipu.optimizers.CrossReplicaOptimizer(sgd).minimize(loss)
+
+    def training_step(images, labels):
+        loss = mnist_loss(images, labels)
+        return outfeed.enqueue(loss), update(loss)
+
+    with ipu.scopes.ipu_scope("/device:IPU:0"):
+        program = ipu.ipu_compiler.compile(
+            lambda: ipu.loops.repeat(steps, training_step, infeed_queue=infeed))
+    losses = outfeed.dequeue()
+    with v1.Session() as sess:
+        sess.run(v1.global_variables_initializer())
+        sess.run(infeed.initializer)
+        sess.run(program)
+        return sess.run(losses)
+
+
 def replicated_in_a_counted_while_loop(images, labels, steps):
     """ipu.loops.while_loop counting the steps, the enqueue made after the update by a control
     dependency, the contrib-era ipu.ops.ipu_scope."""
@@ -239,6 +300,10 @@ def replicated_by_a_trainer_class(images, labels, steps):
 
 
 REPLICATIONS = {
+    "dict batches by keyword, the loss written out, a list returned":
+        replicated_with_dict_batches,
+    "the device configured before anything is built, helpers":
+        replicated_with_the_device_configured_first,
     "a step object, positional feed names, repeat through partial, configured by the module "
     "function": replicated_with_a_step_object,
     "the mean written as cross_replica_sum / 2, apply_gradients": replicated_sum_halved_by_hand,
@@ -461,7 +526,62 @@ def sharded_by_helpers(learning_rate, images, labels):
     return learning_rate, train_op
 
 
+def sharded_with_a_keras_loss_and_the_optimizer_made_first(learning_rate, images, labels):
+    """The accumulating optimizer made first, outside both shards (its minimize, where the
+    gradients are built, inside ipu_shard(1)), and the loss by a Keras loss object."""
+    optimizer = ipu.optimizers.GradientAccumulationOptimizerV2(
+        v1.train.GradientDescentOptimizer(learning_rate), num_mini_batches=16)
+    with ipu.scopes.ipu_shard(0):
+        with v1.variable_scope("flatten"):
+            x = tf.keras.layers.Flatten()(images)
+        for name, width in (("dense256", 256), ("dense128", 128), ("dense64", 64)):
+            with v1.variable_scope(name):
+                x = tf.keras.layers.Dense(width, activation="relu")(x)
+    with ipu.scopes.ipu_shard(1):
+        with v1.variable_scope("dense32"):
+            x = tf.keras.layers.Dense(32, activation="relu")(x)
+        with v1.variable_scope("logits"):
+            logits = tf.keras.layers.Dense(10)(x)
+        with v1.variable_scope("softmax_ce"):
+            loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)(labels,
+                                                                                    logits)
+        with v1.variable_scope("optimizer"):
+            train_op = optimizer.minimize(loss)
+    return learning_rate, train_op
+
+
+def sharded_by_a_table_of_halves(learning_rate, images, labels):
+    """Both halves from one table of (shard, layers), the layers applied by a small loop, the
+    last half's output the loss."""
+    plan = [(0, [("dense256", 256), ("dense128", 128), ("dense64", 64)]),
+            (1, [("dense32", 32)])]
+    with ipu.scopes.ipu_shard(0), v1.variable_scope("flatten"):
+        x = tf.reshape(images, [-1, 784])
+    for shard, layers in plan:
+        with ipu.scopes.ipu_shard(shard):
+            for name, width in layers:
+                with v1.variable_scope(name):
+                    x = tf.keras.layers.Dense(width, activation=tf.nn.relu)(x)
+    with ipu.scopes.ipu_shard(1):
+        loss = _logits_and_loss(x, labels)
+        with v1.variable_scope("optimizer"):
+            train_op = ipu.optimizers.GradientAccumulationOptimizerV2(
+                v1.train.GradientDescentOptimizer(learning_rate), 16).minimize(loss)
+    return learning_rate, train_op
+
+
+def _logits_and_loss(x, labels):
+    with v1.variable_scope("logits"):
+        logits = tf.keras.layers.Dense(10)(x)
+    with v1.variable_scope("softmax_ce"):
+        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                                             logits=logits))
+
+
 SHARDED = {
+    "a Keras loss object, the accumulating optimizer made before the shards":
+        sharded_with_a_keras_loss_and_the_optimizer_made_first,
+    "both halves from one table of shards and layers": sharded_by_a_table_of_halves,
     "contrib-era ipu.ops.ipu_shard with one-element lists": sharded_with_contrib_scopes,
     "a shard scope per layer from a table, a class's method bound by partial":
         functools.partial(ShardedModel.step, ShardedModel()),

@@ -229,6 +229,12 @@ WRONG = {
                ("        for _ in range(runs):\n            sess.run(train_on_ipu)",
                 "        sess.run(train_on_ipu)")),
         "your program made 1 engine run, but the check asked train for 3 runs"),
+    "the loop repeats 16 mini-batches: one update per run": (
+        edited(WRAPPED, ("repeat(20,", "repeat(16,")),
+        "each run made 16 mini-batches, so it changed the weights once. Task b"),
+    "the dataset shuffled before batching": (
+        edited(WRAPPED, LOOP_OF_32, (".repeat()", ".shuffle(640, seed=1).repeat()")),
+        "as if the steps saw other batches or computed another loss"),
 }
 
 

@@ -194,7 +194,53 @@ def layers_made_first(learning_rate, infeed, outfeed):
         outfeed_queue=outfeed, optimizer_function=plain_sgd, outfeed_loss=True)
 
 
+def keras_loss_object(learning_rate, infeed, outfeed):
+    """stage2's loss by a Keras loss object (its mean over the batch), the optimizer made with
+    its learning rate by keyword and a name of its own."""
+    def stage1(lr, images, labels):
+        return lr, flatten_to_dense64(images), labels
+
+    def stage2(lr, activations, labels):
+        with v1.variable_scope("dense32"):
+            activations = tf.keras.layers.Dense(32, activation="relu")(activations)
+        with v1.variable_scope("logits"):
+            logits = tf.keras.layers.Dense(10)(activations)
+        with v1.variable_scope("softmax_ce"):
+            loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)(labels,
+                                                                                    logits)
+        return lr, loss
+
+    def optimizer_function(lr, loss):
+        optimizer = v1.train.GradientDescentOptimizer(learning_rate=lr, name="sgd")
+        return ipu.pipelining_ops.OptimizerFunctionOutput(optimizer, loss)
+
+    return ipu.pipelining_ops.pipeline(
+        [stage1, stage2], gradient_accumulation_count=16, repeat_count=4,
+        inputs=[learning_rate], infeed_queue=infeed, outfeed_queue=outfeed,
+        optimizer_function=optimizer_function,
+        pipeline_schedule=ipu.pipelining_ops.PipelineSchedule.Grouped, outfeed_loss=True)
+
+
+def stages_from_a_comprehension(learning_rate, infeed, outfeed):
+    """The two stages made by one factory in a list comprehension, from a table of what each
+    does; device_mapping=[0, 1] said."""
+    def make(first):
+        def stage(lr, x, labels):
+            return (lr, flatten_to_dense64(x), labels) if first else \
+                (lr, dense32_to_loss(x, labels))
+        return stage
+
+    return ipu.pipelining_ops.pipeline(
+        [make(first) for first in (True, False)], 16, repeat_count=4, inputs=[learning_rate],
+        infeed_queue=infeed, outfeed_queue=outfeed, optimizer_function=plain_sgd,
+        device_mapping=[0, 1], pipeline_schedule=ipu.pipelining_ops.PipelineSchedule.Grouped,
+        outfeed_loss=True)
+
+
 PIPELINES = {
+    "a Keras loss object in stage2, the optimizer named": keras_loss_object,
+    "the stages from one factory in a comprehension, device_mapping said":
+        stages_from_a_comprehension,
     "SDK 1.x's pipeline_depth, from ipu.ops.pipelining_ops": sdk1_pipeline_depth,
     "stages and optimizer function as callable objects": stage_objects,
     "stages by functools.partial, PipelineSchedule(0), defaults said": (
