@@ -443,7 +443,7 @@ def _losses_returned(ran: OutfeedRun):
     if returned == STEPS:
         return None
     said = (f"your program made {_shape(ran)} and the outfeed received all {STEPS} losses, "
-            f"but train returned {returned}")
+            f"but train returned {'one value' if returned == 1 else f'{returned} values'}")
     if ran.last_mode:
         return not_yet(f"{said}: your outfeed is in IPUOutfeedMode.LAST, whose dequeue gives "
                        f"back only the last loss enqueued. Create it with the default mode, "

@@ -189,10 +189,11 @@ def test_nb01_a_correct_port_written_another_way_is_right(attempt):
 # --- 01: the port: wrong attempts ----------------------------------------------------------
 
 def ported(reduction=None, steps_run=lambda steps: steps, select_after_configure=False,
-           record="loss"):
+           record="loss", update_returned=True, mean_returned=False):
     """Tutorial 1's port with one thing changed: the loss's reduction, how many steps the
-    loop runs, whether auto_select_ipus is set after the configuration was applied, and
-    what the loop appends."""
+    loop runs, whether auto_select_ipus is set after the configuration was applied, what the
+    loop appends, whether the step returns minimize's result, and whether train returns the
+    mean loss instead of each step's."""
     def train(images, labels, steps):
         ipu_config = ipu.config.IPUConfig()
         if select_after_configure:
@@ -210,7 +211,8 @@ def ported(reduction=None, steps_run=lambda steps: steps, select_after_configure
             named = {} if reduction is None else {"reduction": reduction}
             loss = v1.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits,
                                                           **named)
-            return [loss, v1.train.GradientDescentOptimizer(0.05).minimize(loss)]
+            update = v1.train.GradientDescentOptimizer(0.05).minimize(loss)
+            return [loss, update] if update_returned else [loss]
 
         with ipu.scopes.ipu_scope("/device:IPU:0"):
             train_step = ipu.ipu_compiler.compile(training_step, inputs=next_batch)
@@ -220,7 +222,7 @@ def ported(reduction=None, steps_run=lambda steps: steps, select_after_configure
             for _ in range(steps_run(steps)):
                 [loss] = sess.run(train_step)
                 losses.append(loss if record == "loss" else 0.0)
-        return losses
+        return float(np.mean(losses)) if mean_returned else losses
     return train
 
 
@@ -237,6 +239,10 @@ WRONG_PORTS = {
     "zeros appended instead of the losses the step returned": (
         ported(record="zeros"), "train returned 0.000 as the first step's loss where the "
                                 "step computed"),
+    "the step returning only [loss]: minimize built, never run": (
+        ported(update_returned=False), "but the weights never changed"),
+    "the mean loss returned instead of each step's": (
+        ported(mean_returned=True), "train returned a float, not the loss of each step"),
 }
 
 

@@ -175,7 +175,7 @@ OUTFEED_ATTEMPTS = {
         "ValueError: Trying to dequeue an outfeed which has not been enqueued. Hint: nothing "
         "was ever enqueued to the outfeed you dequeued"),
     "a dequeue after every run": (looped(dequeue="each run"),
-                                  "but train returned 10. Each dequeue empties the outfeed"),
+                                  "but train returned 10 values. Each dequeue empties the outfeed"),
     "next() on the infeed in host code": (
         defined(NEXT_ON_THE_HOST, "train"),
         "RuntimeError: Accessing dataset elements can not be accessed in eager mode when "

@@ -155,7 +155,8 @@ def test_a_correct_outfeed_loop_written_another_way_is_right(alternative):
 # --- 03.outfeed-loop: wrong attempts ----------------------------------------------------------
 
 def outfeed_attempt(runs=lambda steps, steps_per_execution: steps // steps_per_execution,
-                    outfeed_mode=None, give_back="dequeued", summed_loss=False):
+                    outfeed_mode=None, give_back="dequeued", summed_loss=False,
+                    enqueue_each_step=True):
     """Tutorial 3's program with one thing changed: the host's count of engine runs
     (``runs``), the outfeed's mode, what train returns (``"dequeued"``, or the ``"runs'
     results"`` of strategy.run) or the step written out with the loss summed over the batch."""
@@ -177,6 +178,9 @@ def outfeed_attempt(runs=lambda steps, steps_per_execution: steps // steps_per_e
                     optimizer.apply_gradients(zip(gradients, model.trainable_variables))
                 else:
                     loss = loss_and_update(model, optimizer, images, labels)
+                if enqueue_each_step:
+                    outfeed.enqueue(loss)
+            if not enqueue_each_step:   # once per run, after the loop
                 outfeed.enqueue(loss)
             return loss
 
@@ -188,6 +192,8 @@ def outfeed_attempt(runs=lambda steps, steps_per_execution: steps // steps_per_e
                 **({} if outfeed_mode is None else {"outfeed_mode": outfeed_mode}))
             results = [strategy.run(loop, args=[batches, outfeed, model, optimizer])
                        for _ in range(runs(steps, steps_per_execution))]
+            if give_back == "mean":
+                return tf.reduce_mean(outfeed.dequeue())
             return results if give_back == "runs' results" else outfeed.dequeue()
     return train
 
@@ -201,10 +207,15 @@ OUTFEED_ATTEMPTS = {
         "your outfeed is in IPUOutfeedMode.LAST"),
     "strategy.run's results returned, the outfeed never dequeued": (
         outfeed_attempt(give_back="runs' results"),
-        "train returned 6 without ever dequeuing the outfeed"),
+        "train returned 6 values without ever dequeuing the outfeed"),
     "the step written out with the loss summed over the batch": (
         outfeed_attempt(summed_loss=True),
         "times larger. The loop keeps the starting code's step, loss_and_update"),
+    "the loss enqueued once per run, after the loop": (
+        outfeed_attempt(enqueue_each_step=False), "the outfeed received one loss per run, not one per step"),
+    "the mean of the dequeued losses returned": (
+        outfeed_attempt(give_back="mean"), "but train returned one value, though its one dequeue gave back all 60: return "
+        "the dequeued losses as they are, not their mean"),
 }
 
 
