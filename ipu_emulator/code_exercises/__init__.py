@@ -78,6 +78,7 @@ def learner_error(error: BaseException, hints: Optional[Hints] = None) -> Feedba
     and a hint: the first of ``hints`` whose key appears in the whole message, else one for
     an error Python raised before running anything; no hint that guesses."""
     message = getattr(error, "message", None) or str(error) or type(error).__name__
+    message = _VARIABLE_VALUES.sub(r"\1>", message)
     for words, hint in {**(hints or {}), **_MESSAGE_HINTS}.items():
         if words in message:
             hint = hint(message) if callable(hint) else hint
@@ -89,6 +90,18 @@ def learner_error(error: BaseException, hints: Optional[Hints] = None) -> Feedba
     first_line = _first_line(message) or type(error).__name__
     return Feedback(False, f"Not yet. Your code raised {type(error).__name__}: {first_line} "
                            f"Hint: {hint}{_learner_line(error)}")
+
+
+# A variable's repr in an error message (TensorFlow's "not created in the distribution
+# strategy scope", for an eager variable) prints its values: thousands of digits the learner
+# need not read.
+_VARIABLE_VALUES = re.compile(r"(<tf\.Variable '[^']*' shape=\([^)]*\) dtype=\w+), numpy=.*?\)>",
+                              re.DOTALL)
+
+
+def compiled_program(graph: tf.Graph):
+    """The program ``graph`` compiled (a check's runner compiles one)."""
+    return next(iter(programs.existing_registry(graph).program_by_fetch.values()))
 
 
 def _first_line(message: str) -> str:
@@ -307,7 +320,8 @@ def sample_digits(count: int):
 
 cell_runs.install()   # inside a kernel: note which cell defined each function, and how it ran
 
-__all__ = ["CODE_REGISTRY", "IpuGraph", "as_a_fresh_script", "forward_ops_by_stage",
+__all__ = ["CODE_REGISTRY", "IpuGraph", "as_a_fresh_script", "compiled_program",
+           "forward_ops_by_stage",
            "loop_arity_hint",
            "optimizer_state", "run_attempt",
            "ProgramRun", "sample_digits", "CodeExercise", "LearnerCodeFailed", "code_exercise",

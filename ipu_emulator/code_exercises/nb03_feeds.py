@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -213,7 +212,7 @@ def _run(attempt, *args) -> ProgramRun:
 
     Not the package's ``run_attempt``: that builds a TensorFlow 1 program in a fresh graph
     with a graph-level seed, where this TF2 code must run eagerly (``iter(dataset)`` and
-    ``strategy.run`` refuse a graph), and its errors keep the variables' values."""
+    ``strategy.run`` refuse a graph)."""
     try:
         with ipu_backend.configuration_kept(), _eagerly():
             config.reset_ipu_configuration()   # as a fresh script: the device is configured below
@@ -224,7 +223,7 @@ def _run(attempt, *args) -> ProgramRun:
             with record.capture() as runs, weights.watching():
                 returned = attempt(*args)
     except Exception as error:  # pylint: disable=broad-except  (the learner's code: a hint)
-        raise LearnerCodeFailed(learner_error(_without_values(error), SDK_HINTS)) from error
+        raise LearnerCodeFailed(learner_error(error, SDK_HINTS)) from error
     return ProgramRun(runs, returned, weights)
 
 
@@ -233,24 +232,6 @@ def _eagerly():
     that switched TensorFlow 1 behaviour on (the test suite's graph-mode processes, which
     judge every exercise's reference run) gets it for the run only: these are TF2 programs."""
     return contextlib.nullcontext() if tf.executing_eagerly() else context.eager_mode()
-
-
-# A variable's repr in an error message (TensorFlow's "not created in the distribution
-# strategy scope") prints its values: thousands of digits the learner need not read.
-_VARIABLE_VALUES = re.compile(r"(<tf\.Variable '[^']*' shape=\([^)]*\) dtype=\w+), numpy=.*?\)>",
-                              re.DOTALL)
-
-
-def _without_values(error: BaseException) -> BaseException:
-    """``error``, or one of its type with the variables' values left out of its message."""
-    message = str(error)
-    shortened = _VARIABLE_VALUES.sub(r"\1>", message)
-    if shortened == message:
-        return error
-    try:
-        return type(error)(shortened)
-    except TypeError:  # an error type built from other arguments: keep it as it is
-        return error
 
 
 @dataclass

@@ -17,7 +17,8 @@ import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
-from ipu_emulator.code_exercises import as_a_fresh_script, optimizer_state, sample_digits
+from ipu_emulator.code_exercises import (as_a_fresh_script, compiled_program, optimizer_state,
+                                         sample_digits)
 from ipu_emulator.code_exercises.harness import Exercise, Probe, Rule, changed, check_of
 from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, TOLERANCE, Facts,
                                                    scaled_update, weights_problem)
@@ -26,7 +27,7 @@ from ipu_emulator.exercises import not_yet
 from ipu_emulator.ipu import config, ipu_compiler, ipu_infeed_queue, loops, optimizers, scopes
 from ipu_emulator.ipu.gradient_accumulation import GradientAccumulationReductionMethod
 from ipu_emulator.lessons.placement import layer_of
-from ipu_emulator.runtime import programs, shards
+from ipu_emulator.runtime import shards
 
 BATCH_SIZE = 32
 MINI_BATCHES = 16
@@ -153,7 +154,7 @@ def run_step(step) -> _Ran:
             train = ipu_compiler.compile(
                 lambda lr: loops.repeat(MINI_BATCHES, step, [lr], infeed_queue=infeed),
                 [learning_rate])
-        program = _program_of(graph)
+        program = compiled_program(graph)
         devices = config.IPUConfig()
         devices.auto_select_ipus = 2
         devices.configure_ipu_system()
@@ -164,11 +165,6 @@ def run_step(step) -> _Ran:
                 session.run(train, {learning_rate: 0.01})
             weights.read(session)
     return _Ran(program, runs.runs[-1], weights)
-
-
-def _program_of(graph):
-    registry = programs.existing_registry(graph)
-    return next(iter(registry.program_by_fetch.values()))
 
 
 def _used(ran: _Ran) -> Set[int]:

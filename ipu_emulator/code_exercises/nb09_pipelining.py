@@ -24,7 +24,8 @@ import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
-from ipu_emulator.code_exercises import as_a_fresh_script, forward_ops_by_stage, sample_digits
+from ipu_emulator.code_exercises import (as_a_fresh_script, compiled_program,
+                                         forward_ops_by_stage, sample_digits)
 from ipu_emulator.code_exercises.harness import Exercise, Probe, Rule, changed, check_of
 from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, TOLERANCE, Facts,
                                                    matched_variant, optimizer_kinds, same_values,
@@ -36,7 +37,6 @@ from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfee
                               pipelining_ops, scopes)
 from ipu_emulator.ipu.gradient_accumulation import GradientAccumulationReductionMethod
 from ipu_emulator.lessons.placement import layer_of
-from ipu_emulator.runtime import programs
 
 BATCH_SIZE = 32
 GRADIENT_ACCUMULATION_COUNT = 16  # micro-batches per weight update (step 2's num_mini_batches)
@@ -238,7 +238,7 @@ def run_model(model) -> _Ran:
                 train = ipu_compiler.compile(lambda lr: model(lr, infeed, outfeed),
                                              [learning_rate])
         dequeue = outfeed.dequeue()
-        program = _program_of(graph)
+        program = compiled_program(graph)
         devices = config.IPUConfig()
         devices.auto_select_ipus = 2
         devices.selection_order = config.SelectionOrder.SNAKE
@@ -254,11 +254,6 @@ def run_model(model) -> _Ran:
                     losses.append(_mean_loss(outfed))
             weights.read(session)
     return _Ran(program, runs.runs[-1], None if None in losses else losses, outfed, weights)
-
-
-def _program_of(graph):
-    registry = programs.existing_registry(graph)
-    return next(iter(registry.program_by_fetch.values()))
 
 
 def _ipus(found):

@@ -25,7 +25,8 @@ import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
-from ipu_emulator.code_exercises import as_a_fresh_script, forward_ops_by_stage, sample_digits
+from ipu_emulator.code_exercises import (as_a_fresh_script, compiled_program,
+                                         forward_ops_by_stage, sample_digits)
 from ipu_emulator.code_exercises.harness import Exercise, Probe, Rule, changed, check_of
 from ipu_emulator.code_exercises.reference import (TOLERANCE, Facts, same_values, scaled_update,
                                                    weights_problem)
@@ -33,7 +34,6 @@ from ipu_emulator.code_exercises.weights import WeightWatch
 from ipu_emulator.exercises import not_yet
 from ipu_emulator.ipu import (config, ipu_compiler, ipu_infeed_queue, ipu_outfeed_queue,
                               pipelining_ops, scopes)
-from ipu_emulator.runtime import programs
 
 BATCH_SIZE = 32
 GRADIENT_ACCUMULATION_COUNT = 16   # a multiple of 2 x stages for 2 and 4 stages (Grouped)
@@ -264,7 +264,7 @@ def run_pipeline(pipeline_for_splits, splits: Sequence[str]) -> _Ran:
                     hints[SHAPE_ERROR] = _shape_error_hint(graph, splits)
                 raise
         dequeue = outfeed.dequeue()
-        program = next(iter(programs.existing_registry(graph).program_by_fetch.values()))
+        program = compiled_program(graph)
         devices = config.IPUConfig()
         devices.auto_select_ipus = len(splits) + 1
         devices.selection_order = config.SelectionOrder.SNAKE

@@ -123,3 +123,13 @@ def test_a_long_message_keeps_its_first_line_only():
     text = learner_error(error, {}).text
     assert "Original stack trace" not in text and len(text) < 300, text
     assert "uninitialized value dense/kernel" in text
+
+
+def test_a_variables_values_are_left_out_of_any_exercises_error():
+    """An eager variable's repr prints its values; the folded message names the variable."""
+    error = ValueError("Trying to use <tf.Variable 'dense/kernel:0' shape=(784, 10) "
+                       "dtype=float32, numpy=\narray([[0.1, 0.2],\n       [0.3, 0.4]], "
+                       "dtype=float32)> outside the strategy scope")
+    text = learner_error(error, {}).text
+    assert "<tf.Variable 'dense/kernel:0' shape=(784, 10) dtype=float32> outside" in text, text
+    assert "numpy=" not in text and "0.1" not in text
