@@ -46,13 +46,19 @@ $(if $(filter 0,$(USE_UV)),$(1)/bin/python -m pip install --quiet $(2),$(1)/bin/
 	&& $(1)/bin/uv pip install --quiet --python $(1)/bin/python $(2))
 endef
 
-$(STAMP): pyproject.toml jupyter/lab/overrides.json
+CELL_EDITS := jupyter/lab/extensions/ipu-lab-cell-edits
+
+$(STAMP): pyproject.toml jupyter/lab/overrides.json $(wildcard $(CELL_EDITS)/*.json $(CELL_EDITS)/static/*)
 	@test -x $(BIN)/python || $(STAGE) "environment: venv" -- $(PYTHON) -m venv $(VENV)
 	$(STAGE) "environment: install" -- bash -c '$(call install,$(VENV),-e ".[lab$(COMMA)test]")'
 	@# JupyterLab's defaults for this lab (make lab and every learner's server on make hub):
 	@# Markdown opens rendered, notebooks are saved every 15 s (a check sees a saved edit of
 	@# the exercise cell: ipu_emulator/code_exercises/cell_runs.py), no news prompt.
 	install -D -m 644 jupyter/lab/overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
+	@# The lab's JupyterLab extension: it tells the kernel which cells were edited since they ran,
+	@# so a check never judges code no longer in its cell (cell_runs.py says how).
+	rm -rf $(VENV)/share/jupyter/labextensions/ipu-lab-cell-edits
+	mkdir -p $(VENV)/share/jupyter/labextensions && cp -R $(CELL_EDITS) $(VENV)/share/jupyter/labextensions/
 	@touch $(STAMP)
 
 # make lite, serve-lite, test-lite: the JupyterLite site (included after the first target,

@@ -8,12 +8,21 @@ longer the cell's.  IPython's ``pre_run_cell``/``post_run_cell`` events tell whi
 functions a run bound in the user's namespace are noted against that cell.
 
 A cell edited and not run again is the other stale case.  The kernel does not see the editor,
-but it sees the notebook file: Jupyter Server names it to the kernel (``JPY_SESSION_NAME``, the
-notebook's path), and JupyterLab saves it (Ctrl-S, or its autosave: every 15 s in this lab,
-jupyter/lab/overrides.json; two minutes by JupyterLab's default).
-When the file was saved after the cell's latest run and holds other code for that cell than the
-run did, the cell was changed since it ran.  An edit not saved yet is not seen; a file saved
-before the run says nothing, so a cell run after its edit is never refused.
+so it learns of edits two ways:
+
+- From the lab itself: the lab's JupyterLab extension (jupyter/lab/extensions/ipu-lab-cell-edits)
+  answers the comm this module opens (``EDITS_TARGET``) and, each time a cell is about to run,
+  sends the code of every cell edited since it last reported.  The report travels on the shell
+  channel ahead of the run's own request, so the check cell sees the exercise cell as it is in
+  the editor now, saved or not.  A page reloaded while the kernel runs finds the comm again
+  (the extension asks the kernel for it) and opens its own.
+- From the notebook file, where that extension is absent: Jupyter Server names the file to the
+  kernel (``JPY_SESSION_NAME``), and JupyterLab saves it (Ctrl-S, or its autosave: every 15 s in
+  this lab, jupyter/lab/overrides.json).  When the file was saved after the cell's latest run
+  and holds other code for that cell than the run did, the cell was changed since it ran.  An
+  edit not saved yet is not seen; a file saved before the run says nothing.
+
+Either way a cell run after its edit is never refused.
 """
 from __future__ import annotations
 
@@ -24,6 +33,7 @@ import weakref
 from typing import Dict, Optional, Tuple
 
 SESSION_VARIABLE = "JPY_SESSION_NAME"
+EDITS_TARGET = "ipu_lab_cell_edits"   # the comm target of the lab's extension (see above)
 
 
 class CellRuns:
@@ -34,7 +44,32 @@ class CellRuns:
         self.latest_error: Dict[str, Optional[BaseException]] = {}
         self.defined_by: Dict[int, Tuple[weakref.ref, str]] = {}
         self.latest_run: Dict[str, Tuple[str, float]] = {}   # cell -> (its code, when)
+        self.in_editor: Dict[str, str] = {}   # cell -> its code as the lab last reported it
         self._before: Dict[str, int] = {}
+
+    def editor_report(self, message) -> None:
+        """Note the code of the cells the lab's extension reports (a comm message's data:
+        ``{"cells": {cell id: code}}``); anything else in it is ignored."""
+        data = (message or {}).get("content", {}).get("data") or {}
+        cells = data.get("cells") if isinstance(data, dict) else None
+        if isinstance(cells, dict):
+            self.in_editor.update((cell, code) for cell, code in cells.items()
+                                  if isinstance(cell, str) and isinstance(code, str))
+
+    def listen_to_the_editor(self) -> None:
+        """Open the comm the lab's extension answers, and take the one it opens after a page
+        reload.  Outside a kernel (or without the ``comm`` package) there is nothing to hear."""
+        try:
+            import comm   # pylint: disable=import-outside-toplevel  (only inside a kernel)
+        except ImportError:
+            return
+
+        def opened_by_the_lab(channel, open_message):
+            channel.on_msg(self.editor_report)
+            self.editor_report(open_message)
+
+        comm.get_comm_manager().register_target(EDITS_TARGET, opened_by_the_lab)
+        comm.create_comm(target_name=EDITS_TARGET, data={}).on_msg(self.editor_report)
 
     def pre_run_cell(self, info) -> None:
         self._before = {name: id(value) for name, value in self.shell.user_ns.items()
@@ -46,6 +81,7 @@ class CellRuns:
             return
         self.latest_error[cell] = result.error_before_exec or result.error_in_exec
         self.latest_run[cell] = (result.info.raw_cell, time.time())
+        self.in_editor.pop(cell, None)   # what ran is what the editor held
         for name, value in list(self.shell.user_ns.items()):
             if callable(value) and hasattr(value, "__code__") \
                     and self._before.get(name) != id(value):
@@ -61,27 +97,33 @@ class CellRuns:
         raised; None when it did not, or when the cell is unknown."""
         return self.latest_error.get(self.cell_of(function))
 
-    def edited_since(self, function) -> bool:
-        """Whether the notebook file, saved after the latest run of the cell that defined
-        ``function``, holds other code for that cell than the run did."""
+    def edited_since(self, function) -> Optional[str]:
+        """Where the cell that defined ``function`` was seen holding other code than its
+        latest run did: "editor" (the lab reported it), "saved" (the notebook file, saved
+        after the run), or None."""
         cell = self.cell_of(function)
-        path = os.environ.get(SESSION_VARIABLE, "")
-        if cell is None or cell not in self.latest_run or not path.endswith(".ipynb"):
-            return False
+        if cell is None or cell not in self.latest_run:
+            return None
         code, ran_at = self.latest_run[cell]
+        if cell in self.in_editor:
+            return "editor" if self.in_editor[cell] != code else None
+        path = os.environ.get(SESSION_VARIABLE, "")
+        if not path.endswith(".ipynb"):
+            return None
         try:
             if os.path.getmtime(path) <= ran_at:
-                return False
+                return None
             with open(path, encoding="utf-8") as file:
                 cells = json.load(file).get("cells", [])
         except (OSError, ValueError, AttributeError):
-            return False   # no notebook to read: nothing to say
+            return None   # no notebook to read: nothing to say
         saved = [entry.get("source", "") for entry in cells
                  if isinstance(entry, dict) and entry.get("id") == cell]
         if not saved:
-            return False
+            return None
         source = saved[0]
-        return ("".join(source) if isinstance(source, list) else source) != code
+        return "saved" if ("".join(source) if isinstance(source, list) else source) != code \
+            else None
 
 
 _RUNS: Optional[CellRuns] = None
@@ -107,6 +149,7 @@ def install(shell=None) -> Optional[CellRuns]:
     _RUNS = CellRuns(shell)
     shell.events.register("pre_run_cell", _RUNS.pre_run_cell)
     shell.events.register("post_run_cell", _RUNS.post_run_cell)
+    _RUNS.listen_to_the_editor()
     return _RUNS
 
 
@@ -118,11 +161,14 @@ def stale(function) -> Optional[str]:
     name = getattr(function, "__name__", "your function")
     error = _RUNS.raised_since(function)
     if error is None:
-        if not _RUNS.edited_since(function):
+        seen = _RUNS.edited_since(function)
+        if seen is None:
             return None
+        where = ("the cell holds other code now" if seen == "editor"
+                 else "the notebook, as last saved, holds other code for it")
         return (f"Not yet. Run the exercise cell first: it was changed after its last run "
-                f"(the notebook, as last saved, holds other code for it). The check would "
-                f"judge the {name} that run defined, not the code in the cell now.")
+                f"({where}). The check would judge the {name} that run defined, not the code "
+                f"in the cell now.")
     first_line = (str(error).strip().splitlines() or [""])[0]
     return (f"Not yet. Run the exercise cell first: its last run raised "
             f"{type(error).__name__}: {first_line} The check would judge the {name} an "
@@ -130,4 +176,4 @@ def stale(function) -> Optional[str]:
             f"cell, then this one.")
 
 
-__all__ = ["CellRuns", "SESSION_VARIABLE", "install", "stale"]
+__all__ = ["CellRuns", "EDITS_TARGET", "SESSION_VARIABLE", "install", "stale"]

@@ -29,3 +29,16 @@ def test_each_setting_names_a_plugin_and_a_value_its_schema_allows():
 def test_the_environment_has_them():
     assert json.loads((LAB / "settings" / "overrides.json").read_text()) == \
         json.loads(OVERRIDES.read_text())
+
+
+def test_the_environment_has_the_labs_extension_as_written():
+    """`make env` copies jupyter/lab/extensions/ipu-lab-cell-edits where JupyterLab finds
+    prebuilt extensions (tests/browser/test_cell_edits.py runs it)."""
+    written = Path(ROOT) / "jupyter" / "lab" / "extensions" / "ipu-lab-cell-edits"
+    installed = Path(ROOT) / ".venv" / "share" / "jupyter" / "labextensions" / written.name
+    files = sorted(path.relative_to(written) for path in written.rglob("*") if path.is_file())
+    assert files == [Path("package.json"), Path("static/remoteEntry.js")]
+    for name in files:
+        assert (installed / name).read_bytes() == (written / name).read_bytes(), name
+    build = json.loads((written / "package.json").read_text())["jupyterlab"]["_build"]
+    assert (written / build["load"]).is_file()

@@ -133,3 +133,38 @@ def test_a_variables_values_are_left_out_of_any_exercises_error():
     text = learner_error(error, {}).text
     assert "<tf.Variable 'dense/kernel:0' shape=(784, 10) dtype=float32> outside" in text, text
     assert "numpy=" not in text and "0.1" not in text
+
+
+def lab_reports(cells):
+    """The lab's extension reporting the code its cells hold now (a comm message)."""
+    cell_runs._RUNS.editor_report({"content": {"data": {"cells": cells}}})  # pylint: disable=protected-access
+
+
+def test_a_cell_edited_in_the_lab_and_not_run_is_not_judged(shell, tmp_path, monkeypatch):
+    """The lab's report wins over the file: unsaved edits are seen, a saved edit since undone
+    in the editor is not held against the learner, and running the cell clears it."""
+    notebook = tmp_path / "06.ipynb"
+    monkeypatch.setenv(cell_runs.SESSION_VARIABLE, str(notebook))
+    assert shell.run_cell(STARTING, cell_id="exercise").success
+    edited = STARTING.replace("repeat(20,", "repeat(32,")
+    lab_reports({"exercise": edited, "check": "ce.check(train)"})
+    verdict = check_in(shell)
+    assert verdict.text.startswith("Not yet. Run the exercise cell first: it was changed "
+                                   "after its last run (the cell holds other code now)"), \
+        verdict.text
+    saved_notebook(notebook, edited, time.time() + 5)   # saved with the edit, then undone
+    lab_reports({"exercise": STARTING})
+    assert "Run the exercise cell first" not in check_in(shell).text
+    lab_reports({"exercise": edited})
+    assert shell.run_cell(edited, cell_id="exercise").success   # run as it is now: judged
+    assert "Run the exercise cell first" not in check_in(shell).text
+
+
+@pytest.mark.parametrize("message", [None, {}, {"content": {}}, {"content": {"data": "x"}},
+                                     {"content": {"data": {"cells": ["exercise"]}}},
+                                     {"content": {"data": {"cells": {"exercise": 3}}}}])
+def test_a_malformed_report_changes_nothing(shell, message):
+    assert shell.run_cell(STARTING, cell_id="exercise").success
+    cell_runs._RUNS.editor_report(message)  # pylint: disable=protected-access
+    assert cell_runs._RUNS.in_editor == {}  # pylint: disable=protected-access
+    assert "Run the exercise cell first" not in check_in(shell).text
