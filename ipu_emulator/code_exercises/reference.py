@@ -76,6 +76,36 @@ def _weights(watch: WeightWatch):
             if start is not None]
 
 
+def _layer_names(variables) -> list:
+    """Each variable's layer, as the learner named it: the first name scope below those all
+    the variables share ("FCModel/dense256/dense/kernel:0" -> "dense256")."""
+    scopes = [variable.name.split(":")[0].split("/")[:-1] for variable in variables]
+    shared = 0
+    while scopes and all(len(scope) > shared + 1 and scope[shared] == scopes[0][shared]
+                         for scope in scopes):
+        shared += 1
+    return [scope[shared] if len(scope) > shared else variable.name.split(":")[0]
+            for scope, variable in zip(scopes, variables)]
+
+
+def left_behind(learner: WeightWatch, reference: WeightWatch) -> list:
+    """The layers (a weight's first name scope: "dense256") whose weights never moved in the
+    learner's run though the reference's moved them; empty unless the two runs made weights
+    of the same shapes and the learner's run moved some of them."""
+    if learner.final is None or reference.final is None:
+        return []
+    mine, theirs = _weights(learner), _weights(reference)
+    if [np.shape(start) for start, _ in mine] != [np.shape(start) for start, _ in theirs]:
+        return []
+    names = _layer_names([variable for variable, start in zip(learner.variables, learner.start)
+                          if start is not None])
+    still = [np.array_equal(start, final) for start, final in mine]
+    if all(still):
+        return []
+    return list(dict.fromkeys(name for name, stayed, (start, final) in zip(names, still, theirs)
+                              if stayed and not np.array_equal(start, final)))
+
+
 def scaled_update(watch: WeightWatch, factor: float) -> WeightWatch:
     """A copy of ``watch`` whose weights moved ``factor`` times as far from their start: the
     tests' probe of the weights rule at its tolerance."""
@@ -188,6 +218,13 @@ def weights_problem(learner: WeightWatch, reference: WeightWatch, what_ran: str,
     if not compared.moved:
         return not_yet(f"{what_ran}, but the weights never changed: the program computed the "
                        f"loss and left the model as it was. {never_changed}")
+    behind = left_behind(learner, reference)
+    if behind:
+        return not_yet(f"{what_ran}, but only some of the weights trained: those of "
+                       f"{', '.join(behind)} never moved, where the tutorial's program "
+                       f"updates them. The gradients never reached them: a tf.stop_gradient, "
+                       f"a layer whose output the loss does not use, or an optimizer given "
+                       f"only some of the variables stops them there.")
     if optimizer_free and optimizer_kinds(learner) != optimizer_kinds(reference):
         return None
     if not compared.same and matched_variant(learner, variants or {}) is None:
@@ -234,5 +271,5 @@ class Facts:
 
 
 __all__ = ["Facts", "TOLERANCE", "WeightsCompared", "compare_weights", "optimizer_kinds", "times",
-           "same_values", "reference_run", "weights_problem", "matched_variant", "Variants",
+           "same_values", "reference_run", "weights_problem", "left_behind", "matched_variant", "Variants",
            "MEAN_REDUCTION", "mean_variant", "scaled_update", "same_weights", "NEVER_RUN_UPDATE"]

@@ -296,6 +296,16 @@ WRONG_PIPELINES = {
     "the loss divided by 16 in optimizer_function": (
         tutorial_pipeline(optimizer_function=lambda lr, loss: plain_sgd(lr, loss / 16)),
         "times smaller. The pipeline adds up the 16 micro-batches' gradients itself"),
+    "the Sequential schedule": (
+        tutorial_pipeline(pipeline_schedule=ipu.pipelining_ops.PipelineSchedule.Sequential),
+        "the schedule was Sequential; the tutorial asks for Grouped"),
+    "optimizer_function's learning rate fixed at 0.1": (
+        tutorial_pipeline(optimizer_function=lambda lr, loss: plain_sgd(0.1, loss)),
+        "the training diverged, its updates too large"),
+    "stage2 stops the gradient at its input": (
+        tutorial_pipeline(second_stage=lambda lr, activations, labels: (
+            lr, dense32_to_loss(tf.stop_gradient(activations), labels))),
+        "only some of the weights trained: those of dense256, dense128, dense64 never moved"),
     "the counts positional, the repeat count read as a type": (
         tutorial_pipeline(positional_counts=True),
         "gradient_accumulation_dtype is the pipeline's THIRD positional parameter"),

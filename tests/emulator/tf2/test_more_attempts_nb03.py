@@ -154,12 +154,29 @@ def test_a_correct_outfeed_loop_written_another_way_is_right(alternative):
 
 # --- 03.outfeed-loop: wrong attempts ----------------------------------------------------------
 
+def loss_without_update(model, optimizer, images, labels):
+    """The starting code's step with the optimizer's line left out."""
+    del optimizer
+    return tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
+        labels, model(images, training=True)))
+
+
+def update_of_the_last_layer(model, optimizer, images, labels):
+    """The starting code's step with the update given the last layer's variables only."""
+    with tf.GradientTape() as tape:
+        loss = loss_without_update(model, None, images, labels)
+    last = model.trainable_variables[-2:]
+    optimizer.apply_gradients(zip(tape.gradient(loss, last), last))
+    return loss
+
+
 def outfeed_attempt(runs=lambda steps, steps_per_execution: steps // steps_per_execution,
                     outfeed_mode=None, give_back="dequeued", summed_loss=False,
-                    enqueue_each_step=True):
+                    enqueue_each_step=True, step=loss_and_update, shuffled=False):
     """Tutorial 3's program with one thing changed: the host's count of engine runs
     (``runs``), the outfeed's mode, what train returns (``"dequeued"``, or the ``"runs'
-    results"`` of strategy.run) or the step written out with the loss summed over the batch."""
+    results"`` of strategy.run), the step written out with the loss summed over the batch,
+    another ``step`` in the loop, or the dataset's batches shuffled."""
     steps_per_execution = 10
 
     def train(dataset, steps):
@@ -177,7 +194,7 @@ def outfeed_attempt(runs=lambda steps, steps_per_execution: steps // steps_per_e
                     gradients = tape.gradient(loss, model.trainable_variables)
                     optimizer.apply_gradients(zip(gradients, model.trainable_variables))
                 else:
-                    loss = loss_and_update(model, optimizer, images, labels)
+                    loss = step(model, optimizer, images, labels)
                 if enqueue_each_step:
                     outfeed.enqueue(loss)
             if not enqueue_each_step:   # once per run, after the loop
@@ -187,7 +204,7 @@ def outfeed_attempt(runs=lambda steps, steps_per_execution: steps // steps_per_e
         with strategy.scope():
             model = make_model()
             optimizer = make_optimizer(model)
-            batches = iter(dataset)
+            batches = iter(dataset.shuffle(8, seed=1) if shuffled else dataset)
             outfeed = ipu.ipu_outfeed_queue.IPUOutfeedQueue(
                 **({} if outfeed_mode is None else {"outfeed_mode": outfeed_mode}))
             results = [strategy.run(loop, args=[batches, outfeed, model, optimizer])
@@ -213,6 +230,18 @@ OUTFEED_ATTEMPTS = {
         "times larger. The loop keeps the starting code's step, loss_and_update"),
     "the loss enqueued once per run, after the loop": (
         outfeed_attempt(enqueue_each_step=False), "the outfeed received one loss per run, not one per step"),
+    "one engine run too few (range(steps // 10 - 1))": (
+        outfeed_attempt(runs=lambda steps, each: steps // each - 1),
+        "made 5 engine runs of 10 steps each: 50 steps, but the check asked train for 60"),
+    "the loop's step computes the loss and never updates": (
+        outfeed_attempt(step=loss_without_update),
+        "but the weights never changed: the program computed the loss and left the model"),
+    "the update given the last layer's variables only": (
+        outfeed_attempt(step=update_of_the_last_layer),
+        "but only some of the weights trained: those of dense"),
+    "the dataset's batches shuffled": (
+        outfeed_attempt(shuffled=True),
+        "as if the steps saw other batches or computed another loss"),
     "the mean of the dequeued losses returned": (
         outfeed_attempt(give_back="mean"), "but train returned one value, though its one dequeue gave back all 60: return "
         "the dequeued losses as they are, not their mean"),
