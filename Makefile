@@ -68,6 +68,9 @@ include lite/lite.mk
 # make hub: a real JupyterHub serving this lab to a small class on this machine (hub/hub.mk).
 include hub/hub.mk
 
+# make image, test-image: the single-user image built here from Debian's packages (hub/image/image.mk).
+include hub/image/image.mk
+
 # The lab's Jupyter server settings (kernel culling, TensorBoard through the server's proxy),
 # shared with make hub and the hub image: jupyter/jupyter_server_config.py.
 LAB_SERVER_CONFIG := JUPYTER_CONFIG_PATH="$(abspath jupyter)"

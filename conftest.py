@@ -17,6 +17,8 @@ reads the node id that loadgroup rewrites; a scheduler of our own groups by path
 The notebook checks (legibility, kernel memory) and the JupyterLite numbers are plugins in
 ``tests/support/``.
 """
+import os
+
 import pytest
 
 pytest_plugins = ["tests.support.notebook_checks", "tests.support.lite_report"]
@@ -24,6 +26,10 @@ pytest_plugins = ["tests.support.notebook_checks", "tests.support.lite_report"]
 # The scripts in the tutorials' layouts are run by tests as child processes; collected as
 # docstring-example modules they would train at import time.
 collect_ignore_glob = ["tests/layouts/*"]
+# The built image's tests need the image (minutes of building): `make test-image` builds it and
+# runs them, naming it in IPU_LAB_IMAGE.
+if not os.environ.get("IPU_LAB_IMAGE"):
+    collect_ignore_glob.append("tests/image/*")
 
 # Folders whose tests make one unit each, and the longest units, first to be handed out: the
 # browser tests (JupyterLab and the JupyterLite site), the TF2 child, the classroom rehearsal on
@@ -31,11 +37,14 @@ collect_ignore_glob = ["tests/layouts/*"]
 # train longest, then the folders of tests that start child processes.  Anything not named
 # keeps its collection order after these.
 UNIT_FOLDERS = {"tests/browser/": "browser", "tests/lite/": "browser",
-                "tests/emulator/tf2/": "tf2"}
+                "tests/emulator/tf2/": "tf2",
+                # Each hub test makes the same Unix accounts and cgroups (jupyter-learner01...):
+                # two hubs at once would share them.
+                "tests/hub/": "hub"}
 # Folders whose every test is a unit of its own: long and independent (each runs a notebook
 # in a kernel of its own: tests/notebooks/), so the workers share them.
 SPLIT_FOLDERS = ("tests/notebooks/",)
-FIRST = ["browser", "tf2", "tests/hub/",
+FIRST = ["browser", "tf2", "hub",
          "notebooks/02_", "notebooks/09_", "notebooks/03_", "notebooks/07_", "notebooks/06_",
          "notebooks/01_", "notebooks/05_", "notebooks/08_", "notebooks/04_",
          "tests/notebooks/", "tests/cli/", "tests/emulator/", "tests/scripts/"]

@@ -7,7 +7,8 @@ accounts, as The Littlest JupyterHub does), in a home only that account can open
 whose /tmp is ``~/.tmp``; a lab Python installed under a folder closed to other users, such as
 /root, or a lab cloned there, is mounted back alone in that namespace).  Their server, kernels and everything those start hold that
 account's rights, with umask 077: no other learner's files, no hub state, no other process's environment or
-signals.  The server is started by root as ``unshare --mount`` (the private /tmp), then
+signals; their /proc (mounted again in that namespace with ``hidepid=2``) shows them their own
+processes alone, not who else runs what.  The server is started by root as ``unshare --mount`` (the private /tmp), then
 ``setpriv`` drops to the account, with no new privileges (no setuid program lifts them back),
 and execs the server: one process id throughout, which the hub watches and stops as usual.
 """
@@ -135,6 +136,7 @@ class IsolatedSpawner(LocalProcessSpawner):
         # umask 077: what the learner writes, in /tmp or anywhere, is theirs alone to read.
         script = (reach(self.reachable)
                   + ('mount --bind "$0" /tmp && ' if self.private_tmp else '')
+                  + "mount -t proc -o hidepid=2 proc /proc && "
                   + "umask 077 && exec " + " ".join(map(shlex.quote, drop))
                   + ' /bin/sh -c "exec $1"')
         self.shell_cmd = ["unshare", "--mount", "--propagation", "private", "--",

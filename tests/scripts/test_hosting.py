@@ -23,8 +23,10 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -119,7 +121,10 @@ def python_of_environment_yml():
 
 
 def test_the_image_runs_binders_python_within_pyprojects_range():
-    base = instructions("FROM")[0]
+    [base_argument] = [argument for argument in instructions("ARG")
+                       if argument.startswith("BASE=")]
+    assert instructions("FROM") == ["${BASE}"]
+    base = base_argument.split("=", 1)[1]
     match = re.fullmatch(r"python:(\d+\.\d+)-slim-\w+", base)
     assert match, base
     assert match[1] == python_of_environment_yml()
@@ -288,6 +293,38 @@ def test_the_entry_point_copies_only_what_the_learner_lacks_then_starts_the_serv
     assert (home / "notebooks" / "02_next.ipynb").exists()
     assert (home / "docs" / "glossary.md").read_text() == "second edition"
     assert "1 new course file(s)" in second.stderr
+
+
+def test_the_entry_point_gives_the_course_to_a_learner_who_is_not_root(tmp_path):
+    """As the image runs it: as its user (here nobody, when the tests run as root; otherwise
+    whoever runs them), the entry point copies the course into a home that user owns and
+    starts the server as that user.  The system's Python runs it, as the learner could not
+    enter this Python's folder (pyenv's, under /root)."""
+    learner = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] \
+        if os.geteuid() == 0 else []
+    python = "/usr/bin/python3" if learner else sys.executable
+    shared = Path(tempfile.mkdtemp(prefix="ipu-lab-image-"))   # not under /root: the learner
+    try:                                                       # must reach it
+        shared.chmod(0o755)
+        course, home = shared / "course", shared / "home"
+        write(course / "notebooks" / "01_lesson.ipynb", json.dumps(NOTEBOOK))
+        write(course / "docs" / "glossary.md", "first edition")
+        home.mkdir()
+        if learner:
+            os.chown(home, 65534, 65534)
+        ran = subprocess.run(
+            learner + [python, str(IMAGE / "start.py"), python, "-c",
+                       "import os; print(os.getuid(), os.getgid())"],
+            env={"PATH": os.environ["PATH"], "HOME": str(home), "IPU_LAB_COURSE": str(course)},
+            capture_output=True, text=True, timeout=120)
+        assert ran.returncode == 0, ran.stderr
+        uid, gid = map(int, ran.stdout.split())
+        assert uid != 0 and gid != 0 and (uid == 65534 or not learner)
+        copied = home / "notebooks" / "01_lesson.ipynb"
+        assert copied.read_text() == json.dumps(NOTEBOOK)
+        assert copied.stat().st_uid == uid and (home / "docs").stat().st_uid == uid
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
 
 
 # --- the Zero to JupyterHub values ---------------------------------------------------------------
