@@ -30,7 +30,7 @@ image-tools:
 # whole environment, and nothing of Debian's needs the packages pip replaces).
 $(IMAGE_DIR)/base.tar: | image-tools
 	@mkdir -p $(IMAGE_DIR)
-	mmdebstrap --quiet --variant=minbase \
+	mmdebstrap --quiet --variant=minbase --format=tar \
 		--include=python3,python3-pip,python-is-python3,ca-certificates bookworm $@.part
 	@mv $@.part $@
 
