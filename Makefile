@@ -48,13 +48,15 @@ endef
 
 CELL_EDITS := jupyter/lab/extensions/ipu-lab-cell-edits
 
-$(STAMP): pyproject.toml jupyter/lab/overrides.json $(wildcard $(CELL_EDITS)/*.json $(CELL_EDITS)/static/*)
+$(STAMP): pyproject.toml jupyter/lab/overrides.json jupyter/ipython_kernel_config.py $(wildcard $(CELL_EDITS)/*.json $(CELL_EDITS)/static/*)
 	@test -x $(BIN)/python || $(STAGE) "environment: venv" -- $(PYTHON) -m venv $(VENV)
 	$(STAGE) "environment: install" -- bash -c '$(call install,$(VENV),-e ".[lab$(COMMA)test]")'
 	@# JupyterLab's defaults for this lab (make lab and every learner's server on make hub):
 	@# Markdown opens rendered, notebooks are saved every 15 s (a check sees a saved edit of
 	@# the exercise cell: ipu_emulator/code_exercises/cell_runs.py), no news prompt.
 	install -D -m 644 jupyter/lab/overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
+	@# The lab's kernels: TensorFlow's C++ start-up lines to the server's log, not the notebook.
+	install -D -m 644 jupyter/ipython_kernel_config.py $(VENV)/etc/ipython/ipython_kernel_config.py
 	@# The lab's JupyterLab extension: it tells the kernel which cells were edited since they ran,
 	@# so a check never judges code no longer in its cell (cell_runs.py says how).
 	rm -rf $(VENV)/share/jupyter/labextensions/ipu-lab-cell-edits

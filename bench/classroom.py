@@ -526,7 +526,7 @@ def main(argv=None):
         ap.error(f"--faults: from {', '.join(FAULTS)}")
     if len([f for f in LEARNER_FAULTS if f in faults]) > args.learners:
         ap.error("--faults: one learner each, and there are fewer learners")
-    work = args.work
+    work = os.path.abspath(args.work)
     for d in ("state", "homes"):  # a fresh hub and fresh homes; numbers-<tag>.json files stay
         shutil.rmtree(os.path.join(work, d), ignore_errors=True)
     os.makedirs(work, exist_ok=True)

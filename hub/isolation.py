@@ -31,6 +31,7 @@ def account_name(learner):
 
 def ensure_account(learner, home):
     """The learner's account (made once) and their private home, owned by it: the pwd entry."""
+    home = os.path.abspath(home)   # useradd refuses a relative home (a hub run from the repo)
     account = account_name(learner)
     try:
         entry = pwd.getpwnam(account)

@@ -19,10 +19,11 @@ import sys
 c = get_config()  # noqa: F821 (JupyterHub provides it)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BUILD = os.environ.get("IPU_HUB_BUILD", os.path.join(REPO, "build"))
-STATE = os.environ.get("IPU_HUB_STATE", os.path.join(BUILD, "hub-state"))
-HOMES = os.environ.get("IPU_HUB_HOMES", os.path.join(BUILD, "hub-homes"))
-LAB_VENV = os.environ.get("IPU_HUB_LAB_VENV", os.path.join(REPO, ".venv"))
+# Absolute, whatever the environment gives: a learner's home is their Unix account's home.
+BUILD = os.path.abspath(os.environ.get("IPU_HUB_BUILD", os.path.join(REPO, "build")))
+STATE = os.path.abspath(os.environ.get("IPU_HUB_STATE", os.path.join(BUILD, "hub-state")))
+HOMES = os.path.abspath(os.environ.get("IPU_HUB_HOMES", os.path.join(BUILD, "hub-homes")))
+LAB_VENV = os.path.abspath(os.environ.get("IPU_HUB_LAB_VENV", os.path.join(REPO, ".venv")))
 OVERLAY = os.path.join(BUILD, "hub-singleuser-venv")
 PROXY = os.path.join(BUILD, "hub-node", "node_modules", ".bin", "configurable-http-proxy")
 os.makedirs(STATE, exist_ok=True)

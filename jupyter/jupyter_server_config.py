@@ -23,7 +23,8 @@ os.environ.setdefault(
     "TENSORBOARD_PROXY_URL",
     os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/") + "proxy/%PORT%/")
 
-# TensorFlow's C++ start-up errors about CUDA ("failed call to cuInit": this lab runs on CPUs)
-# would show in the first TensorFlow cell's output (ipykernel shows what the kernel's C++ code
-# writes): kernels inherit level 3, errors included.  Python's own errors are unaffected.
+# TensorFlow's C++ log lines (CUDA probing on a machine with no GPU, XLA's progress): kernels
+# inherit level 3, errors included, and the server's log stays readable.  The lines written
+# while TensorFlow loads ignore the level; the kernels' own setting keeps them out of learners'
+# notebooks (jupyter/ipython_kernel_config.py).  Python's own errors are unaffected.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")

@@ -42,3 +42,33 @@ def test_the_environment_has_the_labs_extension_as_written():
         assert (installed / name).read_bytes() == (written / name).read_bytes(), name
     build = json.loads((written / "package.json").read_text())["jupyterlab"]["_build"]
     assert (written / build["load"]).is_file()
+
+
+KERNEL_CONFIG = Path(ROOT) / "jupyter" / "ipython_kernel_config.py"
+FIRST_TENSORFLOW_CELL = (
+    "import warnings\n"
+    "import tensorflow as tf\n"
+    "print('sum', float(tf.reduce_sum(tf.ones(3))))\n"
+    "warnings.warn('a warning of the learner')")
+
+
+def test_a_kernel_of_the_lab_shows_tensorflows_start_up_lines_nowhere_in_the_notebook():
+    """A kernel of the lab's environment runs a first TensorFlow cell: its output holds what
+    Python printed and warned, and none of the lines TensorFlow's C++ code writes while it loads
+    (they go to the server's log: jupyter/ipython_kernel_config.py)."""
+    from jupyter_client.manager import start_new_kernel
+
+    assert (Path(ROOT) / ".venv" / "etc" / "ipython" / KERNEL_CONFIG.name).read_bytes() == \
+        KERNEL_CONFIG.read_bytes()
+    manager, client = start_new_kernel(kernel_name="python3", startup_timeout=120)
+    shown = []
+    try:
+        client.execute_interactive(FIRST_TENSORFLOW_CELL, timeout=120, output_hook=lambda message:
+                                   shown.append(message["content"].get("text", "")))
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    text = "".join(shown)
+    assert "sum 3.0" in text and "a warning of the learner" in text, text
+    for noise in ("absl::InitializeLog", "I0000", "E0000", "oneDNN", "cuda"):
+        assert noise not in text, text

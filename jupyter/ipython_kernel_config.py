@@ -1,0 +1,13 @@
+# The lab's IPython kernels, for every way of serving it: `make env` copies this file to
+# .venv/etc/ipython/ (where IPython reads a Python environment's own settings), the hub image to
+# /etc/ipython/ (hub/image/Dockerfile) and Binder's postBuild to its environment's etc/ipython/.
+c = get_config()  # noqa: F821 (IPython provides it)
+
+# TensorFlow writes lines from C++ while it loads, before its logging is set up ("WARNING: All
+# log messages before absl::InitializeLog() is called...", "I0000 ... oneDNN custom operations
+# are on", "Could not find cuda drivers on your machine"), and TF_CPP_MIN_LOG_LEVEL cannot
+# silence them (TensorFlow issue 100442).  ipykernel forwards what the process writes to its
+# file descriptors into the running cell's output, so a learner's first TensorFlow cell would
+# show them in red.  Off, those lines go to the server's log; what Python writes (print,
+# warnings, tracebacks) shows in the notebook as before.
+c.IPKernelApp.capture_fd_output = False
