@@ -12,7 +12,7 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: lab test test-fast bench env clean-env
+.PHONY: lab test test-fast bench env clean-env lock
 
 # Each stage of `make test` is timed (scripts/stage_times.py) and the times are printed at the
 # end; MAKE_STARTED is when the outermost make started (exported to the `make lite` below).
@@ -46,11 +46,30 @@ $(if $(filter 0,$(USE_UV)),$(1)/bin/python -m pip install --quiet $(2),$(1)/bin/
 	&& $(1)/bin/uv pip install --quiet --python $(1)/bin/python $(2))
 endef
 
+# The versions a class gets: locks/ pins every package the lab (lab.txt), the hub (hub.txt) and
+# the image (image.txt) install, and each install takes its lock as constraints on the ranges
+# pyproject.toml and the requirements files keep.  `make lock` refreshes the locks, keeping each
+# pin that still fits its range (`make lock UPGRADE=1`: the newest versions in range);
+# LOCKED=0 installs from the ranges alone, to try what PyPI has now.  docs/setup-and-testing.md.
+LOCKED ?= 1
+locked = $(if $(filter 0,$(LOCKED)),,-c locks/$(1).txt)
+LOCK_OPTIONS = --universal --python-version 3.11 --quiet --custom-compile-command "make lock" \
+	$(if $(filter 1,$(UPGRADE)),--upgrade)
+
+LOCK_TOOL := build/uv-venv
+lock:
+	@test -x $(LOCK_TOOL)/bin/uv || ($(PYTHON) -m venv $(LOCK_TOOL) \
+		&& $(LOCK_TOOL)/bin/python -m pip install --quiet "uv$(UV_RANGE)")
+	$(LOCK_TOOL)/bin/uv pip compile $(LOCK_OPTIONS) pyproject.toml --extra lab --extra test -o locks/lab.txt
+	$(LOCK_TOOL)/bin/uv pip compile $(LOCK_OPTIONS) hub/requirements-hub.txt -c locks/lab.txt -o locks/hub.txt
+	$(LOCK_TOOL)/bin/uv pip compile $(LOCK_OPTIONS) hub/image/requirements.txt -c locks/lab.txt \
+		-c locks/hub.txt -o locks/image.txt
+
 CELL_EDITS := jupyter/lab/extensions/ipu-lab-cell-edits
 
-$(STAMP): pyproject.toml jupyter/lab/overrides.json jupyter/ipython_kernel_config.py $(wildcard $(CELL_EDITS)/*.json $(CELL_EDITS)/static/*)
+$(STAMP): pyproject.toml $(if $(filter 0,$(LOCKED)),,locks/lab.txt) jupyter/lab/overrides.json jupyter/ipython_kernel_config.py $(wildcard $(CELL_EDITS)/*.json $(CELL_EDITS)/static/*)
 	@test -x $(BIN)/python || $(STAGE) "environment: venv" -- $(PYTHON) -m venv $(VENV)
-	$(STAGE) "environment: install" -- bash -c '$(call install,$(VENV),-e ".[lab$(COMMA)test]")'
+	$(STAGE) "environment: install" -- bash -c '$(call install,$(VENV),-e ".[lab$(COMMA)test]" $(call locked,lab))'
 	@# JupyterLab's defaults for this lab (make lab and every learner's server on make hub):
 	@# Markdown opens rendered, notebooks are saved every 15 s (a check sees a saved edit of
 	@# the exercise cell: ipu_emulator/code_exercises/cell_runs.py), no news prompt.

@@ -24,14 +24,15 @@ HUB_PORT ?= 8000
 .PHONY: hub hub-tools progress
 HUB_HOMES ?= $(or $(IPU_HUB_HOMES),build/hub-homes)
 
-$(HUB_STAMP): hub/requirements-hub.txt $(STAMP)
+$(HUB_STAMP): hub/requirements-hub.txt $(if $(filter 0,$(LOCKED)),,locks/hub.txt) $(STAMP)
 	@test -x $(HUB_VENV)/bin/python || $(PYTHON) -m venv $(HUB_VENV)
-	$(call install,$(HUB_VENV),-r hub/requirements-hub.txt)
+	$(call install,$(HUB_VENV),-r hub/requirements-hub.txt $(call locked,hub))
 	@test -x $(HUB_USER_VENV)/bin/python || $(BIN)/python -m venv --without-pip $(HUB_USER_VENV)
 	@echo "import site; site.addsitedir('$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')')" \
 		> $$($(HUB_USER_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz_lab_venv.pth
 	$(HUB_VENV)/bin/python -m pip --python $(HUB_USER_VENV)/bin/python install --quiet \
-		"jupyterhub==$$($(HUB_VENV)/bin/python -c 'import jupyterhub; print(jupyterhub.__version__)')"
+		"jupyterhub==$$($(HUB_VENV)/bin/python -c 'import jupyterhub; print(jupyterhub.__version__)')" \
+		$(call locked,hub)
 	@# Bytecode for every module, once: isolated learners (not root) cannot write __pycache__
 	@# in .venv, so without it each server and kernel would compile what it imports at every
 	@# start.  A few files of packages' test data are not Python 3: compileall says so, and

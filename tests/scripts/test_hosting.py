@@ -174,10 +174,11 @@ def test_every_file_the_dockerfile_copies_exists():
 
 def test_the_dockerfile_installs_the_requirements_then_the_emulator_without_its_dependencies():
     runs = " ".join(instructions("RUN"))
-    assert "pip install -r /tmp/requirements.txt" in runs
+    assert "pip install -r /tmp/requirements.txt -c /tmp/image-lock.txt" in runs
     assert "pip install --no-deps /tmp/src" in runs
     copies = instructions("COPY")
     assert "hub/image/requirements.txt /tmp/requirements.txt" in copies
+    assert "locks/image.txt /tmp/image-lock.txt" in copies
     # What `pip install .` needs: the project file, its readme, both packages' folders.
     for source in ("pyproject.toml", "README.md", "ipu_emulator", "widgets"):
         assert any(copy.startswith(source) or f" {source} " in f" {copy} " for copy in copies)
