@@ -105,3 +105,20 @@ def test_make_env_and_the_hub_install_with_the_locks_by_default():
     assert "locks/" not in planned("env", "LOCKED=0")   # the ranges alone, on request
     hub = planned("hub-tools")
     assert hub.count("-c locks/hub.txt") == 2   # the hub's venv and the servers' overlay
+
+
+def test_the_hosts_workflow_runs_the_locked_set_on_pythons_the_lab_takes():
+    """.github/workflows/hosts.yml (run by GitHub only): each host installs with the lab's
+    lock, on Pythons inside pyproject.toml's range, and runs every notebook."""
+    import yaml
+    from packaging.specifiers import SpecifierSet
+
+    workflow = yaml.safe_load((Path(ROOT) / ".github" / "workflows" / "hosts.yml").read_text())
+    job = workflow["jobs"]["notebooks"]
+    commands = " ".join(step.get("run", "") for step in job["steps"])
+    assert "-c locks/lab.txt" in commands and "--nbval-lax notebooks" in commands
+    supported = SpecifierSet(tomllib.loads((Path(ROOT) / "pyproject.toml").read_text())
+                             ["project"]["requires-python"])
+    pythons = job["strategy"]["matrix"]["python"]
+    assert pythons and all(Version(python) in supported for python in pythons)
+    assert len(job["strategy"]["matrix"]["os"]) == 4
