@@ -12,7 +12,7 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: lab test test-fast bench env clean-env lock
+.PHONY: lab test test-fast test-colab bench env clean-env lock
 
 # Each stage of `make test` is timed (scripts/stage_times.py) and the times are printed at the
 # end; MAKE_STARTED is when the outermost make started (exported to the `make lite` below).
@@ -85,6 +85,25 @@ $(STAMP): pyproject.toml $(if $(filter 0,$(LOCKED)),,locks/lab.txt) jupyter/lab/
 # make lite, serve-lite, test-lite: the JupyterLite site (included after the first target,
 # so a bare `make` still means `make env`).
 include lite/lite.mk
+
+# make test-colab: every notebook under nbval, as `make test` runs them, in an environment with
+# Google Colab's stock runtime's versions (colab/runtime.txt: TensorFlow 2.20, tf_keras, Keras 3,
+# numpy 2.1, ipywidgets 7.7.1) and the lab installed beside them with --no-deps, as on Colab.
+# pip check first: the lab's own requirements are met by that runtime, so installing the lab on
+# Colab replaces none of its packages.  CI runs it after `make test` (.ci/run).
+COLAB_VENV := build/colab-venv
+COLAB_STAMP := $(COLAB_VENV)/.installed-stamp
+
+$(COLAB_STAMP): colab/runtime.txt pyproject.toml
+	@test -x $(COLAB_VENV)/bin/python || $(PYTHON) -m venv $(COLAB_VENV)
+	$(STAGE) "Colab-like environment" -- bash -c '$(call install,$(COLAB_VENV),-r colab/runtime.txt) \
+		&& $(call install,$(COLAB_VENV),--no-deps -e .)'
+	@touch $@
+
+test-colab: $(COLAB_STAMP)
+	$(COLAB_VENV)/bin/python -m pip check
+	IPU_EMULATOR_DATA=sample IPU_LAB_SOLUTIONS=1 MPLBACKEND=Agg $(STAGE) "notebooks on Colab's versions" -- \
+		$(COLAB_VENV)/bin/python -m pytest -n $(TEST_WORKERS) -p no:cacheprovider --nbval-lax notebooks
 
 # make hub: a real JupyterHub serving this lab to a small class on this machine (hub/hub.mk).
 include hub/hub.mk
