@@ -178,6 +178,7 @@ class _PipelineSimulationSettings:
     backward_ratio: float
     synthetic_data: bool
     fifos: bool
+    outfeed_bytes: Optional[int]
 
 
 @dataclass
@@ -402,9 +403,13 @@ class _PipelineRun:
         seconds = plan.seconds(a) + plan.fifo_seconds(a, self._first_backward_work(a))
         start, end = self._place(ipu, EVENT_KIND[kind], str(a), seconds, at, a)
         self.placed.append(_PlacedAction(ipu, a, start, end, p))
-        if kind == FORWARD and k == plan.schedule.num_stages - 1 and not settings.synthetic_data:
-            nbytes = plan.stages[k].output_bytes if not settings.training else max(
-                plan.stages[k].output_bytes, LOSS_BYTES)
+        if (kind == FORWARD and k == plan.schedule.num_stages - 1 and not settings.synthetic_data
+                and settings.outfeed_bytes != 0):
+            if settings.outfeed_bytes is not None:
+                nbytes = settings.outfeed_bytes
+            else:
+                nbytes = plan.stages[k].output_bytes if not settings.training else max(
+                    plan.stages[k].output_bytes, LOSS_BYTES)
             if synchronous:
                 self._copy(ipu, "StreamCopy outfeed (IPU->host)", nbytes, end, False, a)
             else:
@@ -739,6 +744,7 @@ def simulate_pipeline(
     backward_ratio: float = 1.0,
     synthetic_data: bool = False,
     fifos: bool = True,
+    outfeed_bytes: Optional[int] = None,
 ) -> Timeline:
     """Simulate one engine run of a pipelined program: ``repeat_count`` passes of
     ``gradient_accumulation_count`` micro-batches through ``stages``.
@@ -754,7 +760,9 @@ def simulate_pipeline(
     outfeed copies and the host's preparation of the data), as
     ``TF_POPLAR_FLAGS=--use_synthetic_data`` does on the SDK.  ``fifos``: the stages keep
     activations in FIFOs between forward and backward, as a pipeline does (not shards run
-    in turn).
+    in turn).  ``outfeed_bytes``: what the last stage's forward copies to the host per
+    micro-batch (0: the program has no outfeed, and no copy is drawn); ``None``, as a
+    pipeline's outfeed does: its last stage's outputs, or the loss when training.
 
     Misconfigurations the SDK rejects raise ``schedule_rules.PipelineConfigurationError`` with
     its message; impossible hand-written schedules raise
@@ -783,7 +791,8 @@ def simulate_pipeline(
         offload_weights=offload_weights, offload_activations=offload_activations,
         accumulation_dtype_bytes=accumulation_dtype_bytes, unit_cost=unit_cost, title=title,
         variable_dtype_bytes=variable_dtype_bytes, stages_per_ipu=stages_per_ipu,
-        backward_ratio=float(backward_ratio), synthetic_data=synthetic_data, fifos=fifos)
+        backward_ratio=float(backward_ratio), synthetic_data=synthetic_data, fifos=fifos,
+        outfeed_bytes=outfeed_bytes)
     with _cyclic_gc_paused():
         return _simulate(settings)
 

@@ -83,7 +83,9 @@ def simulate_run(run: EngineRun, target: Union[str, IPUTarget] = "ipu2",
             repeat_count=run.iterations // accumulated, replicas=max(1, run.replicas),
             target=target,
             host=host, batch_size=batch_size, training=training, synthetic_data=synthetic_data,
-            fifos=False, title=f"sharded over {len(stages)} IPUs: {run.iterations} step"
+            # Only the copies the program makes: its outfeed's enqueued bytes, none without one.
+            fifos=False, outfeed_bytes=run.outfeed_bytes_per_iteration,
+            title=f"sharded over {len(stages)} IPUs: {run.iterations} step"
                   f"{'s' if run.iterations != 1 else ''}"
                   f"{', synthetic data' if synthetic_data else ''}")
     gac = settings.gradient_accumulation_count

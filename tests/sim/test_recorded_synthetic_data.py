@@ -48,3 +48,21 @@ def test_the_record_passes_the_choice_on():
     record = ProgramRecord([pipelined_run()])
     assert copies(record.simulate(synthetic_data=False))
     assert copies(record.simulate()) == []
+
+
+def sharded_run(**feeds):
+    return EngineRun("train", 4, ComputeCost(), stages=STAGES[:2], num_ipus=2, **feeds)
+
+
+def test_a_sharded_run_copies_to_the_host_only_what_its_outfeed_takes():
+    """Issue 38: notebook 07's sharded program has no outfeed, and its trace drew a 4-byte
+    outfeed copy every mini-batch.  Without an outfeed: no outfeed copy; with one: a copy of
+    its enqueued bytes per iteration."""
+    def outfeed_copies(run):
+        return [e for e in copies(simulate_record(ProgramRecord([run])))
+                if "outfeed" in e.name]
+
+    assert outfeed_copies(sharded_run(infeed_bytes_per_iteration=32 * 784 * 4)) == []
+    fed = outfeed_copies(sharded_run(infeed_bytes_per_iteration=32 * 784 * 4,
+                                     outfeed_bytes_per_iteration=8))
+    assert len(fed) == 4 and {e.args["bytes"] for e in fed} == {8}
