@@ -50,7 +50,8 @@ class CellRuns:
     def editor_report(self, message) -> None:
         """Note the code of the cells the lab's extension reports (a comm message's data:
         ``{"cells": {cell id: code}}``); anything else in it is ignored."""
-        data = (message or {}).get("content", {}).get("data") or {}
+        content = message.get("content") if isinstance(message, dict) else None
+        data = content.get("data") if isinstance(content, dict) else None
         cells = data.get("cells") if isinstance(data, dict) else None
         if isinstance(cells, dict):
             self.in_editor.update((cell, code) for cell, code in cells.items()

@@ -160,7 +160,8 @@ def test_a_cell_edited_in_the_lab_and_not_run_is_not_judged(shell, tmp_path, mon
     assert "Run the exercise cell first" not in check_in(shell).text
 
 
-@pytest.mark.parametrize("message", [None, {}, {"content": {}}, {"content": {"data": "x"}},
+@pytest.mark.parametrize("message", [None, "x", {}, {"content": None}, {"content": {}},
+                                     {"content": {"data": "x"}},
                                      {"content": {"data": {"cells": ["exercise"]}}},
                                      {"content": {"data": {"cells": {"exercise": 3}}}}])
 def test_a_malformed_report_changes_nothing(shell, message):
