@@ -6,9 +6,10 @@ accounts, as The Littlest JupyterHub does), in a home only that account can open
 (``build/hub-homes/ada``, mode 0700), with a /tmp of their own (a private mount namespace
 whose /tmp is ``~/.tmp``; a lab Python installed under a folder closed to other users, such as
 /root, or a lab cloned there, is mounted back alone in that namespace).  Their server, kernels and everything those start hold that
-account's rights, with umask 077: no other learner's files, no hub state, no other process's environment or
-signals; their /proc (mounted again in that namespace with ``hidepid=2``) shows them their own
-processes alone, not who else runs what.  The server is started by root as ``unshare --mount`` (the private /tmp), then
+account's rights, with umask 077: no other learner's files, no hub state, no other process's
+environment or signals; their /proc (mounted again in that namespace with ``hidepid=2``) shows
+them their own processes alone, not who else runs what.  The server is started by root as
+``unshare --mount`` (the private /tmp), then
 ``setpriv`` drops to the account, with no new privileges (no setuid program lifts them back),
 and execs the server: one process id throughout, which the hub watches and stops as usual.
 """

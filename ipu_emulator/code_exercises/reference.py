@@ -271,5 +271,6 @@ class Facts:
 
 
 __all__ = ["Facts", "TOLERANCE", "WeightsCompared", "compare_weights", "optimizer_kinds", "times",
-           "same_values", "reference_run", "weights_problem", "left_behind", "matched_variant", "Variants",
-           "MEAN_REDUCTION", "mean_variant", "scaled_update", "same_weights", "NEVER_RUN_UPDATE"]
+           "same_values", "reference_run", "weights_problem", "left_behind", "matched_variant",
+           "Variants", "MEAN_REDUCTION", "mean_variant", "scaled_update", "same_weights",
+           "NEVER_RUN_UPDATE"]

@@ -69,7 +69,8 @@ def test_the_emulator_imports_and_trains_in_the_image(container):
     ran = subprocess.run(run_in(container, "python", "-c", (
         "import numpy as np, tensorflow.compat.v1 as tf\n"
         "from ipu_emulator import ipu\n"
-        "config = ipu.config.IPUConfig(); config.auto_select_ipus = 1; config.configure_ipu_system()\n"
+        "config = ipu.config.IPUConfig()\nconfig.auto_select_ipus = 1\n"
+        "config.configure_ipu_system()\n"
         "print('emulator', ipu.__name__)")), capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0 and "emulator" in ran.stdout, ran.stderr[-2000:]
 

@@ -137,7 +137,8 @@ def test_a_variables_values_are_left_out_of_any_exercises_error():
 
 def lab_reports(cells):
     """The lab's extension reporting the code its cells hold now (a comm message)."""
-    cell_runs._RUNS.editor_report({"content": {"data": {"cells": cells}}})  # pylint: disable=protected-access
+    runs = cell_runs._RUNS  # pylint: disable=protected-access  (the shell fixture's listener)
+    runs.editor_report({"content": {"data": {"cells": cells}}})
 
 
 def test_a_cell_edited_in_the_lab_and_not_run_is_not_judged(shell, tmp_path, monkeypatch):
