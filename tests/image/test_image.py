@@ -108,8 +108,15 @@ def test_the_learners_server_serves_the_lab_and_starts_a_kernel(container):
             data=b"{}", headers={"Content-Type": "application/json"}), timeout=60).read())
         assert kernel["name"] == "python3"
     finally:
+        # buildah's chroot isolation passes no signal on to the server it runs: stop it by its
+        # token, which no other process's command line holds.
+        subprocess.run(["pkill", "-TERM", "-f", TOKEN], check=False)
         server.terminate()
         try:
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
+        deadline = time.monotonic() + 30
+        while subprocess.run(["pgrep", "-f", TOKEN], capture_output=True).returncode == 0:
+            assert time.monotonic() < deadline, "the image's server outlived its test"
+            time.sleep(0.5)
