@@ -21,6 +21,15 @@ def fake_v1(tmp_path):
     return proc
 
 
+def fake_v2(tmp_path, controllers="cpu io memory pids", cgroup="/"):
+    """A cgroup v2 root with ``controllers``, and a /proc/self/cgroup placing us at ``cgroup``."""
+    (tmp_path / "cgroup.controllers").write_text(controllers + "\n")
+    (tmp_path / "cgroup.subtree_control").write_text("")
+    proc = tmp_path / "cgroup"
+    proc.write_text(f"0::{cgroup}\n")
+    return proc
+
+
 def test_v1_a_learners_group_inside_the_hubs_own_gets_the_limit_and_the_process(tmp_path):
     groups = memory_limit.MemoryCgroups(2**30, "ipu-lab-hub-8000", root=str(tmp_path),
                                         proc_cgroup=str(fake_v1(tmp_path)))
@@ -35,10 +44,7 @@ def test_v1_a_learners_group_inside_the_hubs_own_gets_the_limit_and_the_process(
 
 
 def test_v2_needs_the_root_cgroup_and_a_memory_controller(tmp_path):
-    (tmp_path / "cgroup.controllers").write_text("cpu io memory pids\n")
-    (tmp_path / "cgroup.subtree_control").write_text("")
-    proc = tmp_path / "cgroup"
-    proc.write_text("0::/some/service\n")
+    proc = fake_v2(tmp_path, cgroup="/some/service")
     nested = memory_limit.MemoryCgroups(2**30, "hub", root=str(tmp_path), proc_cgroup=str(proc))
     assert not nested.enforced and "root cgroup" in nested.reason
     proc.write_text("0::/\n")
@@ -52,9 +58,7 @@ def test_v2_needs_the_root_cgroup_and_a_memory_controller(tmp_path):
 
 
 def test_no_memory_controller_means_no_limit_and_says_why(tmp_path):
-    (tmp_path / "cgroup.controllers").write_text("cpu io pids\n")
-    proc = tmp_path / "cgroup"
-    proc.write_text("0::/\n")
+    proc = fake_v2(tmp_path, controllers="cpu io pids")
     groups = memory_limit.MemoryCgroups(2**30, "hub", root=str(tmp_path), proc_cgroup=str(proc))
     assert not groups.enforced and groups.reason == "cgroup v2 here has no memory controller"
     nothing = memory_limit.MemoryCgroups(2**30, "hub", root=str(tmp_path / "none"),
@@ -124,10 +128,7 @@ def test_v1_a_learner_gets_an_equal_cpu_share_and_a_process_limit(tmp_path):
 
 
 def test_v2_a_learner_gets_an_equal_cpu_weight_and_a_process_limit(tmp_path):
-    (tmp_path / "cgroup.controllers").write_text("cpu io memory pids\n")
-    (tmp_path / "cgroup.subtree_control").write_text("")
-    proc = tmp_path / "cgroup"
-    proc.write_text("0::/\n")
+    proc = fake_v2(tmp_path)
     groups = memory_limit.MemoryCgroups(2**30, "hub", root=str(tmp_path), proc_cgroup=str(proc))
     groups.confine(7, "bob")
     bob = tmp_path / "hub" / "bob"
