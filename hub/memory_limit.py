@@ -48,6 +48,7 @@ class MemoryCgroups:
         self.limit_bytes = limit_bytes
         self.group, self.root, self.proc_cgroup = group, root, proc_cgroup
         self.base, self.version, self.reason = None, None, None
+        self.v2_controllers = []   # under cgroup v2: the controllers learners' groups get
         try:
             self._find(root, group, proc_cgroup)
         except OSError as error:
@@ -66,17 +67,17 @@ class MemoryCgroups:
                 self.reason = "this machine has no memory cgroup hierarchy"
                 return
             with open(os.path.join(v2, "cgroup.controllers")) as f:
-                if "memory" not in f.read().split():
-                    self.reason = "cgroup v2 here has no memory controller"
-                    return
+                available = f.read().split()
+            if "memory" not in available:
+                self.reason = "cgroup v2 here has no memory controller"
+                return
             if own != "/":
                 # v2 lets a group hand the memory controller to its children only when it holds
                 # no process itself, and the hub's own group holds the hub.
                 self.reason = "under cgroup v2 the hub must run in the root cgroup"
                 return
-            with open(os.path.join(v2, "cgroup.controllers")) as f:
-                available = f.read().split()
-            wanted = " ".join(f"+{c}" for c in ("memory", "cpu", "pids") if c in available)
+            self.v2_controllers = [c for c in ("memory", "cpu", "pids") if c in available]
+            wanted = " ".join(f"+{c}" for c in self.v2_controllers)
             with open(os.path.join(v2, "cgroup.subtree_control"), "w") as f:
                 f.write(wanted)
             self.base, self.version = os.path.join(v2, group), 2
@@ -118,8 +119,7 @@ class MemoryCgroups:
         gets where the controllers exist: under cgroup v2 in the learner's memory group, under
         v1 in a group of the same name in the cpu and pids hierarchies."""
         if self.version == 2:
-            with open(os.path.join(os.path.dirname(self.base), "cgroup.controllers")) as f:
-                controllers = f.read().split()
+            controllers = self.v2_controllers
             values = {**({"cpu.weight": 100} if "cpu" in controllers else {}),
                       **({"pids.max": PIDS_MAX} if "pids" in controllers else {})}
             return [(self.path(learner), values)] if values else []
