@@ -250,12 +250,14 @@ def write(path, text):
     path.write_text(text)
 
 
-def start(course, home):
+def start(course, home, server="print('server up')", python=sys.executable, as_user=()):
+    """The entry point on ``course`` and ``home``, starting ``python -c server`` for the
+    server, run by ``python`` (``as_user``: a command prefix that drops to another user)."""
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("JUPYTER_", "XDG_"))}
     env.update(HOME=str(home), IPU_LAB_COURSE=str(course))
     return subprocess.run(
-        [sys.executable, str(IMAGE / "start.py"), sys.executable, "-c", "print('server up')"],
+        [*as_user, python, str(IMAGE / "start.py"), python, "-c", server],
         env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -313,11 +315,8 @@ def test_the_entry_point_gives_the_course_to_a_learner_who_is_not_root(tmp_path)
         home.mkdir()
         if learner:
             os.chown(home, 65534, 65534)
-        ran = subprocess.run(
-            learner + [python, str(IMAGE / "start.py"), python, "-c",
-                       "import os; print(os.getuid(), os.getgid())"],
-            env={"PATH": os.environ["PATH"], "HOME": str(home), "IPU_LAB_COURSE": str(course)},
-            capture_output=True, text=True, timeout=120)
+        ran = start(course, home, "import os; print(os.getuid(), os.getgid())", python,
+                    as_user=learner)
         assert ran.returncode == 0, ran.stderr
         uid, gid = map(int, ran.stdout.split())
         assert uid != 0 and gid != 0 and (uid == 65534 or not learner)
