@@ -88,7 +88,7 @@ include lite/lite.mk
 
 # make test-colab: every notebook under nbval, as `make test` runs them, in an environment with
 # Google Colab's stock runtime's versions (colab/runtime.txt: TensorFlow 2.20, tf_keras, Keras 3,
-# numpy 2.1, ipywidgets 7.7.1) and the lab installed beside them with --no-deps, as on Colab.
+# numpy 2.1, ipywidgets 7.7.1) and the lab installed beside them by the notebooks' Colab cell.
 # pip check first: the lab's own requirements are met by that runtime, so installing the lab on
 # Colab replaces none of its packages.  CI runs it after `make test` (.ci/run).
 COLAB_VENV := build/colab-venv
@@ -96,11 +96,15 @@ COLAB_STAMP := $(COLAB_VENV)/.installed-stamp
 
 $(COLAB_STAMP): colab/runtime.txt pyproject.toml
 	@test -x $(COLAB_VENV)/bin/python || $(PYTHON) -m venv $(COLAB_VENV)
-	$(STAGE) "Colab-like environment" -- bash -c '$(call install,$(COLAB_VENV),-r colab/runtime.txt) \
-		&& $(call install,$(COLAB_VENV),--no-deps -e .)'
+	$(STAGE) "Colab-like environment" -- bash -c '$(call install,$(COLAB_VENV),-r colab/runtime.txt)'
 	@touch $@
 
+# The lab goes in as a learner's first cell puts it on Colab (scripts/colab_release.py), from
+# this checkout instead of the release's archive; pip check then finds nothing missing or
+# replaced.
 test-colab: $(COLAB_STAMP)
+	$(COLAB_VENV)/bin/python -m pip uninstall --quiet --yes ipu-emulator
+	$(STAGE) "the Colab install cell" -- $(COLAB_VENV)/bin/python scripts/colab_release.py install-as-colab
 	$(COLAB_VENV)/bin/python -m pip check
 	IPU_EMULATOR_DATA=sample IPU_LAB_SOLUTIONS=1 MPLBACKEND=Agg $(STAGE) "notebooks on Colab's versions" -- \
 		$(COLAB_VENV)/bin/python -m pytest -n $(TEST_WORKERS) -p no:cacheprovider --nbval-lax notebooks
