@@ -76,6 +76,12 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: _rank(unit_of(item.nodeid)))   # stable inside a unit
 
 
+def pytest_configure(config):
+    # Each unit's time, for the stage report's ten slowest (tests/support/unit_times.py).
+    from tests.support.unit_times import UnitTimes
+    config.pluginmanager.register(UnitTimes(unit_of), "unit_times")
+
+
 @pytest.hookimpl(optionalhook=True)   # a run without pytest-xdist (-p no:xdist) has no such hook
 def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling

@@ -6,7 +6,9 @@
 ``run`` appends one line to build/stage_times.tsv (start time, stage, seconds, exit status)
 and exits with the command's status.  ``report`` prints the stages that started at or after
 SINCE (seconds since the epoch: the Makefile passes the time it started), with their total,
-so one `make test` shows where its time went, whichever stages it had to run.  Standard
+so one `make test` shows where its time went, whichever stages it had to run; then the
+machine's CPU (times compare across machines only as ratios) and, when pytest ran since SINCE,
+its ten slowest units of work (build/test_units.tsv: tests/support/unit_times.py).  Standard
 library only: it runs before the project's environment exists.
 """
 from __future__ import annotations
@@ -18,6 +20,8 @@ import time
 from pathlib import Path
 
 LOG = Path(__file__).resolve().parents[1] / "build" / "stage_times.tsv"
+UNITS = LOG.with_name("test_units.tsv")
+SLOWEST_UNITS = 10
 
 
 def run(name: str, command: list[str]) -> int:
@@ -48,7 +52,40 @@ def report(since: float) -> str:
         lines.append(f"  {name:<34} {seconds / 60:5.1f} min  {seconds:7.1f} s{failed}")
     total = time.time() - since
     lines.append(f"  {'total, from the start of make':<34} {total / 60:5.1f} min  {total:7.1f} s")
+    lines.append(f"CPU: {cpu_model()}")
+    units = slowest_units(since)
+    if units:
+        lines.append(f"the {len(units)} slowest test units (wall clock, summed over their tests):")
+        lines += [f"  {seconds:7.1f} s  {unit} ({tests} tests)" for seconds, unit, tests in units]
     return "\n".join(lines)
+
+
+def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The CPU's model name, its core count and its widest vector instructions (float
+    results and kernel speeds differ between AVX-512 and AVX2-only hosts)."""
+    try:
+        text = cpuinfo.read_text(encoding="utf-8")
+    except OSError:
+        import platform
+        return platform.processor() or platform.machine()
+    fields = [line.split(":", 1) for line in text.splitlines() if ":" in line]
+    model = next((value.strip() for key, value in fields if key.strip() == "model name"), "?")
+    flags = next((value.split() for key, value in fields if key.strip() == "flags"), [])
+    cores = sum(1 for key, _ in fields if key.strip() == "processor")
+    vector = next((name for name in ("avx512f", "avx2", "avx") if name in flags), "no AVX")
+    return f"{model}, {cores} cores, {vector.upper()}"
+
+
+def slowest_units(since: float, log: Path | None = None) -> list[tuple[float, str, int]]:
+    """The slowest test units of the pytest run that wrote ``log`` after ``since``."""
+    log = log or UNITS
+    if not log.exists() or log.stat().st_mtime < since:
+        return []
+    units = []
+    for line in log.read_text(encoding="utf-8").splitlines()[:SLOWEST_UNITS]:
+        seconds, unit, tests = line.split("\t")
+        units.append((float(seconds), unit, int(tests)))
+    return units
 
 
 def main(argv: list[str] | None = None) -> int:

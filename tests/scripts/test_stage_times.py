@@ -28,3 +28,44 @@ def test_a_stage_keeps_its_status_and_the_report_lists_only_this_runs_stages(tmp
     assert "an earlier run" not in report
     assert "sleepy stage" in report and "2.5 s   (exit status 3)" in report
     assert "total, from the start of make" in report and "10.0 s" in report
+
+
+def test_the_report_names_the_cpu_and_the_ten_slowest_units_of_this_run(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+    from tests.support.unit_times import UnitTimes
+    units_log = tmp_path / "test_units.tsv"
+    monkeypatch.setattr(stage_times, "LOG", tmp_path / "stage_times.tsv")
+    monkeypatch.setattr(stage_times, "UNITS", units_log)
+    times = UnitTimes(lambda nodeid: nodeid.split("::")[0], log=units_log)
+    for number in range(12):   # twelve units, unit k's two tests taking k + 1 s in all
+        for phase in ("setup", "call"):
+            times.pytest_runtest_logreport(SimpleNamespace(
+                nodeid=f"tests/test_{number:02}.py::test_a", duration=(number + 1) / 2))
+    times.pytest_runtest_logreport(SimpleNamespace(nodeid="tests/test_11.py::test_b",
+                                                   duration=3.0))
+    times.pytest_sessionfinish(SimpleNamespace(config=SimpleNamespace()))
+
+    report = stage_times.report(since=0.0)
+    assert "CPU: " in report
+    listed = [line.split() for line in report.splitlines() if line.startswith("  ") and
+              "(" in line and "tests)" in line]
+    assert [row[2] for row in listed] == [f"tests/test_{n:02}.py" for n in range(11, 1, -1)]
+    assert listed[0][:2] == ["15.0", "s"] and listed[0][3:] == ["(2", "tests)"]
+    # a units file older than this run is not this run's
+    assert "slowest test units" not in stage_times.report(since=units_log.stat().st_mtime + 1)
+
+
+def test_a_pytest_xdist_worker_leaves_the_units_to_the_controller(tmp_path):
+    from types import SimpleNamespace
+    from tests.support.unit_times import UnitTimes
+    times = UnitTimes(lambda nodeid: nodeid, log=tmp_path / "test_units.tsv")
+    times.pytest_runtest_logreport(SimpleNamespace(nodeid="tests/test_a.py::t", duration=1.0))
+    times.pytest_sessionfinish(SimpleNamespace(config=SimpleNamespace(workerinput={})))
+    assert not (tmp_path / "test_units.tsv").exists()
+
+
+def test_the_cpu_model_names_its_widest_vector_instructions(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC 7B13\nflags\t\t: fpu avx avx2\n\n"
+                       "processor\t: 1\nmodel name\t: AMD EPYC 7B13\nflags\t\t: fpu avx avx2\n")
+    assert stage_times.cpu_model(cpuinfo) == "AMD EPYC 7B13, 2 cores, AVX2"
