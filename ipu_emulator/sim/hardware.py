@@ -64,7 +64,7 @@ class IPUTarget:
     # trace: IPU1 (small layers and the loss) is busy about 0.6 of a main-phase step while
     # IPU0 (dense256, 80 % of the FLOPs) sets the pace, which needs the FLOPs to weigh about
     # this much against the ops' fixed costs.
-    compute_efficiency: float = 0.07
+    compute_efficiency: float = 0.08
     # Cycles of one external (chip-wide / host-visible) BSP sync.  Poplar's IPUModel has a
     # ``globalSyncCycles`` knob but our sources give no value.  A sync that crosses the chip
     # boundary must travel the sync network and back; we assume about a microsecond.
@@ -83,10 +83,10 @@ class IPUTarget:
     # activations).  No source gives it; the traffic leaves the chip over the same host/gateway
     # link as stream copies, so None means "the host link bandwidth".
     streaming_memory_bandwidth_bytes_per_s: Optional[float] = None
-    # How fast a pipeline stage pushes a micro-batch's activations into its FIFOs after the
-    # forward pass, and pops them before the backward pass (on-chip copies through the
-    # exchange).  No source gives it; calibrated on the trace of Graphcore's pipelining
-    # tutorial, step 3 (bench/fidelity.py; docs/fidelity.md).
+    # How fast a pipeline stage's FIFO op moves a micro-batch's activations: after each
+    # forward pass it pops the oldest micro-batch's activations and pushes the new one's
+    # (on-chip copies through the exchange).  No source gives it; calibrated on the trace of
+    # Graphcore's pipelining tutorial, step 3 (bench/fidelity.py; docs/fidelity.md).
     fifo_bandwidth_bytes_per_s: float = 80 * GB
 
     @property
@@ -128,27 +128,32 @@ class IPUTarget:
 # Small layers on an IPU are bound by fixed costs, not arithmetic: Poplar runs every op as one
 # or more compute sets separated by syncs and exchanges, so an op costs hundreds to thousands
 # of cycles however few FLOPs it does; its FLOPs and bytes are timed on top (``timeline.
-# compute_seconds``).  No source lists these costs.  They are fitted to the execution trace of
-# Graphcore's pipelining tutorial, step 1 (its MLP, batch 32, one Mk2 IPU, 1.33 GHz): the
-# forward pass, flatten to softmax cross-entropy, about 23,000 cycles (5 matmuls, 9
+# compute_seconds``).  No source lists these costs.  They are fitted to the execution traces
+# of Graphcore's pipelining tutorial (its MLP, batch 32, Mk2 IPUs, 1.33 GHz).  Step 1 (one
+# IPU): the forward pass, flatten to softmax cross-entropy, about 23,000 cycles (5 matmuls, 9
 # element-wise ops, 1 reduction, 1 loss); the backward pass with gradient accumulation about
 # 27,000 (9 matmuls, 6 element-wise, 5 reductions, 10 accumulator adds); the weight update
-# about 6,200 (10 optimizer kernels).  With ``compute_efficiency`` (fixed by step 3's trace)
-# timing the FLOPs, the model gives about 23,100, 26,800 and 6,250 cycles for those ops
-# (bench/fidelity.py prints them).  The split between matmul, element-wise and reduction is
-# a judgement (the traces give phase totals, not single ops); the loss is what the forward
-# pass leaves, so its size follows from that judgement too.
+# about 6,200 (10 optimizer kernels).  Step 3's ramp-up (split at dense32) shares the forward
+# out: IPU0's dense256, dense128 and dense64 with their FIFO op about 17,000 cycles, IPU1's
+# dense32, logits and loss about 11,000-13,000.  Besides the FLOPs (nearly all on IPU0), what
+# IPU0 adds over its three matmuls is six element-wise ops (bias adds, relus), so that trace
+# fixes their cost, and the loss is what step 1's forward pass leaves.  With
+# ``compute_efficiency`` (fixed by step 3's IPU1 busy share) timing the FLOPs, the model
+# gives about 23,000, 27,600 and 6,230 cycles for step 1's phases and 16,400 / 12,300 for
+# step 3's forward (bench/fidelity.py prints them).  Matmul against reduction stays a
+# judgement: the traces give phase totals, not single ops.
 OP_CYCLES: Dict[str, int] = {
     "matmul": 1050,       # MatMul, convolutions and their gradients: partial sums, then a reduce
-    "elementwise": 400,   # bias add, activations and their gradients, scaling: one compute set
+    "elementwise": 650,   # bias add, activations and their gradients, scaling: one compute set
     "reduction": 650,     # mean, sum, bias gradient, pooling: a compute set and a cross-tile reduce
-    "loss": 8800,         # the fused softmax cross-entropy: max, exp, sum, log and the gradient
+    "loss": 7100,         # the fused softmax cross-entropy: max, exp, sum, log and the gradient
     "variable": 610,      # one op on one variable: an optimizer kernel, an accumulator's add
 }
 
 
 def fifo_seconds(nbytes: float, target: "IPUTarget") -> float:
-    """One push into (or pop from) a pipeline stage's activation FIFOs of ``nbytes``."""
+    """One push into (or pop from) a pipeline stage's activation FIFOs of ``nbytes``: the
+    FIFO op after each forward pass does one of each."""
     return nbytes / target.fifo_bandwidth_bytes_per_s
 
 
@@ -156,7 +161,7 @@ def op_cycles(counts: Dict[str, int]) -> float:
     """Fixed cycles of a phase from its ops counted by kind (``OP_CYCLES``).
 
     >>> op_cycles({"matmul": 5, "elementwise": 9, "reduction": 1, "loss": 1})
-    18300
+    18850
     """
     return sum(OP_CYCLES[kind] * count for kind, count in counts.items())
 

@@ -221,17 +221,19 @@ class _Plan:
         cost = self.stages[stage]
         return cost.input_bytes if recomputed else cost.activation_bytes
 
-    def fifo_seconds(self, a: Action, first_backward_work: bool) -> float:
+    def fifo_seconds(self, a: Action) -> float:
         """A pipeline stage keeps each micro-batch's activations in FIFOs from its forward
-        to its backward pass: a push after the forward, a pop before the first backward
-        work (``hardware.fifo_seconds``).  Shards and unit-cost runs have none."""
+        to its backward pass.  The SDK's FIFO op runs with the forward pass: it pops the
+        oldest micro-batch's activations (for the backward pass to read) and pushes this
+        one's, so a forward carries one pop and one push (``hardware.fifo_seconds``) and a
+        backward none, as Graphcore's trace shows it.  Shards and unit-cost runs have
+        none."""
         settings = self.settings
-        if not settings.fifos or settings.unit_cost or not settings.training:
+        if (not settings.fifos or settings.unit_cost or not settings.training
+                or a.kind != FORWARD):
             return 0.0
-        if a.kind != FORWARD and not first_backward_work:
-            return 0.0
-        return fifo_seconds(self.kept_bytes(a.stage, (a.stage, a.micro_batch) in self.recomputed),
-                            settings.target)
+        kept = self.kept_bytes(a.stage, (a.stage, a.micro_batch) in self.recomputed)
+        return 2 * fifo_seconds(kept, settings.target)
 
 
 # What a stage's ``reads`` carry in each phase, as the trace's flow arrows name it.
@@ -400,7 +402,7 @@ class _PipelineRun:
             self.loaded[(p, k, m)] = start
         if kind == UPDATE and a == self.first_update[ipu]:
             at = self._before_weight_update(ipu, at)
-        seconds = plan.seconds(a) + plan.fifo_seconds(a, self._first_backward_work(a))
+        seconds = plan.seconds(a) + plan.fifo_seconds(a)
         start, end = self._place(ipu, EVENT_KIND[kind], str(a), seconds, at, a)
         self.placed.append(_PlacedAction(ipu, a, start, end, p))
         if (kind == FORWARD and k == plan.schedule.num_stages - 1 and not settings.synthetic_data

@@ -32,6 +32,8 @@ CHILD_COMMAND_LINES = [
     (*MODEL, "--synthetic-data", "--splits", "dense32", "--schedule", "grouped", "--json"),
     (*MODEL, "--synthetic-data", "--splits", "dense32", "--schedule", "sequential", "--json"),
     (*MODEL, "--synthetic-data", "--splits", "dense32", "--sharded", "--json"),
+    (*MODEL, "--splits", "dense32", "--batch-size", "32", "--gradient-accumulation-count", "16",
+     "--ipu-version", "ipu2", "--synthetic-data", "--json"),
     *[("--unit-cost", "--schedule", schedule, *ratio, "--json")
       for schedule in ("grouped", "interleaved") for ratio in ((), ("--backward-ratio", "2"))],
     *[(*MODEL, "--micro-batches", "16", *extra, "--json")
@@ -203,6 +205,21 @@ def test_one_ipu_sharding_and_pipelining_of_one_model_can_be_compared(cli):
     ipu0 = [e for e in sharded["events"] if e["ipu"] == 0]
     assert not [e for e in ipu0 if e["kind"] == "backward"]     # IPU0 computes no gradient
     assert any(e["kind"] == "exchange" for e in ipu0)           # but sends what they read
+
+
+def test_the_tutorials_split_loads_ipu0s_forward_pass_as_graphcores_trace_does(cli):
+    # Step 3's ramp-up in Graphcore's trace: IPU0's forward of a mini-batch (dense256,
+    # dense128, dense64 and the FIFO op) about 17,000 cycles, IPU1's (dense32, logits, the
+    # loss) 11,000-13,000; IPU0 / IPU1 about 1.4.  Each within 15 %.
+    data = cli.json(*MODEL, "--splits", "dense32", "--batch-size", "32",
+                    "--gradient-accumulation-count", "16", "--ipu-version", "ipu2",
+                    "--synthetic-data")
+    first = {ipu: next(e for e in data["events"] if e["kind"] == "forward" and e["ipu"] == ipu
+                       and e["micro_batch"] == 0) for ipu in (0, 1)}
+    ipu0, ipu1 = (first[ipu]["end_cycles"] - first[ipu]["start_cycles"] for ipu in (0, 1))
+    assert ipu0 / ipu1 == pytest.approx(1.4, rel=0.15)
+    assert ipu0 == pytest.approx(17_000, rel=0.15)
+    assert 0.85 * 11_000 <= ipu1 <= 1.15 * 13_000
 
 
 @pytest.mark.parametrize("args, message", [

@@ -251,6 +251,26 @@ def test_exchanges_move_activations_and_gradients_between_ipus():
             assert any(e.kind == "sync" and e.name == "Sync (External)" for e in timeline.events)
 
 
+@pytest.mark.parametrize("recompute", [False, True])
+def test_the_fifo_op_pops_and_pushes_with_the_forward_pass(recompute):
+    # The SDK's FIFO op runs after a stage's forward pass: it pops the oldest micro-batch's
+    # activations and pushes this one's.  The backward pass reads what was popped.
+    stages = balanced_stages(2, activation_bytes=8_000_000)
+    timeline = simulate_pipeline(stages, "grouped", 8, recompute=recompute)
+    kept = stages[0].input_bytes if recompute else stages[0].activation_bytes
+    fifo = 2 * kept / GC200.fifo_bandwidth_bytes_per_s
+    by_kind = defaultdict(set)
+    for e in timeline.events:
+        if e.stage == 0 and e.kind in ("forward", "backward", "recompute"):
+            by_kind[e.kind].add(round((e.end - e.start) * 1e9))
+    forward = action_seconds(stages[0], "F", GC200, False)
+    backward = action_seconds(stages[0], "B", GC200, False)
+    assert by_kind["forward"] == {round((forward + fifo) * 1e9)}
+    assert by_kind["backward"] == {round(backward * 1e9)}
+    if recompute:  # the recompute repeats the layers, not the FIFO op
+        assert by_kind["recompute"] == {round(forward * 1e9)}
+
+
 def test_replicas_run_identical_lanes_and_all_reduce_before_the_update():
     stages = balanced_stages(2)
     one = simulate_pipeline(stages, "grouped", 8, batch_size=16)
