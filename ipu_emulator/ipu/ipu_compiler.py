@@ -7,7 +7,11 @@ convention, and registers the program so each ``sess.run`` is recorded as an eng
 
     with ipu.scopes.ipu_scope("/device:IPU:0"):
         [loss] = ipu.ipu_compiler.compile(train_step, inputs=[x, y])
+
+Any IPU device scope will do, as in the SDK: ``with tf.device("/device:IPU:0"):`` too.
 """
+import contextlib
+
 import tensorflow as tf
 from tensorflow.python.util import nest
 
@@ -39,8 +43,14 @@ def compile(computation, inputs=None):  # pylint: disable=redefined-builtin
     flat_inputs = [tf.convert_to_tensor(x) for x in nest.flatten(inputs)]
     packed_inputs = nest.pack_sequence_as(inputs, flat_inputs)
     ordinal = scopes.current_ipu_ordinal()
+    placement = contextlib.nullcontext()
+    if ordinal is None:
+        # A plain ``tf.device("/device:IPU:N")`` scope is an IPU device scope too.
+        ordinal = scopes.device_scope_ordinal()
+        if ordinal is not None:
+            placement = scopes.placed_on_ipu(ordinal)
     creations = variable_creations.VariableCreations()
-    with tf.compat.v1.variable_creator_scope(creations.recording_creator()):
+    with placement, tf.compat.v1.variable_creator_scope(creations.recording_creator()):
         program, result = _build_program(computation, packed_inputs, flat_inputs, ordinal)
     if ordinal is not None:
         program.rebuild = _rebuilder(program, result, _Recipe(

@@ -40,6 +40,60 @@ def current_ipu_ordinal():
     return stack[-1] if stack else None
 
 
+def device_scope_ordinal():
+    """The N of a plain ``tf.device("/device:IPU:N")`` scope around the code being built, or
+    None when the innermost device scope that names a device type names another one (or
+    there is none).
+
+    ``ipu_compiler.compile`` accepts any IPU device scope, not only ``ipu_scope``: the SDK
+    checks that the ops it built were placed on a device of type ``IPU`` (Graphcore's
+    TensorFlow source, ``tensorflow/python/ipu/ipu_compiler.py``, ``compile``; its
+    ``pipelining_ops.pipeline`` docstring compiles under ``ops.device("/device:IPU:0")``).
+    As TensorFlow merges nested device scopes, the innermost one that sets a device type
+    decides; a device function (no string to read) ends the search.
+    """
+    if tf.executing_eagerly():
+        return None
+    graph = tf.compat.v1.get_default_graph()
+    for spec in graph._device_function_stack.peek_objs():  # pylint: disable=protected-access
+        if spec.is_null_merge:
+            continue
+        if spec.raw_string is None:  # tf.device(None) or a device function
+            return None
+        parsed = tf.DeviceSpec.from_string(spec.raw_string)
+        if parsed.device_type is None:
+            continue
+        if parsed.device_type.upper() != "IPU":
+            return None
+        return parsed.device_index or 0
+    return None
+
+
+@contextlib.contextmanager
+def placed_on_ipu(ordinal):
+    """Place the ops created in this context on the CPU device(s) standing for
+    ``/device:IPU:{ordinal}``, and remember that IPU device (``current_ipu_ordinal``)."""
+    # IPU ops run on the host CPU device(s) that stand for this IPU device: one CPU device
+    # per IPU, so shards (``ipu_shard``) really run on separate devices.
+    # Eager code has no graph to place op by op: it runs on the first CPU device.
+    placement = (EXECUTION_DEVICE if tf.executing_eagerly()
+                 else shards.device_function(ordinal))
+    with _ordinal_pushed(ordinal), tf.compat.v1.device(placement):
+        yield
+
+
+@contextlib.contextmanager
+def _ordinal_pushed(ordinal):
+    stack = getattr(_state, "ordinals", None)
+    if stack is None:
+        stack = _state.ordinals = []
+    stack.append(ordinal)
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
 @contextlib.contextmanager
 def ipu_scope(device):
     """Place the ops created in this context on ``device`` (e.g. ``"/device:IPU:0"``).
@@ -47,23 +101,13 @@ def ipu_scope(device):
     New variables are resource variables, as on the IPU.
     """
     ordinal = _ipu_ordinal(device)
-    # IPU ops run on the host CPU device(s) that stand for this IPU device: one CPU device
-    # per IPU, so shards (``ipu_shard``) really run on separate devices.
-    placement = device
-    if ordinal is not None:
-        # Eager code has no graph to place op by op: it runs on the first CPU device.
-        placement = (EXECUTION_DEVICE if tf.executing_eagerly()
-                     else shards.device_function(ordinal))
-    stack = getattr(_state, "ordinals", None)
-    if stack is None:
-        stack = _state.ordinals = []
-    stack.append(ordinal)
-    try:
-        with tf.compat.v1.variable_scope("", use_resource=True) as scope:
-            with tf.compat.v1.device(placement):
+    with tf.compat.v1.variable_scope("", use_resource=True) as scope:
+        if ordinal is None:
+            with _ordinal_pushed(None), tf.compat.v1.device(device):
                 yield scope
-    finally:
-        stack.pop()
+        else:
+            with placed_on_ipu(ordinal):
+                yield scope
 
 
 @contextlib.contextmanager

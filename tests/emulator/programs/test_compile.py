@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from ipu_emulator import record
 from ipu_emulator.ipu import config, ipu_compiler, scopes
+from ipu_emulator.runtime import programs
 
 IPU = "/device:IPU:0"
 
@@ -150,6 +152,58 @@ def test_compile_under_a_cpu_scope_raises(graph):
         with scopes.ipu_scope("/device:CPU:0"):
             ipu_compiler.compile(lambda: tf.constant(1.0) + 1.0, [])
     assert str(info.value).startswith(NOT_PLACED)
+
+
+def test_compile_under_a_plain_ipu_device_scope_builds_an_ipu_program(graph, sess):
+    # The SDK accepts any IPU device scope: compile checks that the ops it built are on a
+    # device of type IPU (Graphcore's TensorFlow source, tensorflow/python/ipu/
+    # ipu_compiler.py, compile; pipelining_ops.pipeline's docstring compiles under
+    # ops.device("/device:IPU:0")).
+    with tf.device("cpu"):
+        x = tf.compat.v1.placeholder(tf.float32, [2])
+
+    def step(a):
+        weight = tf.compat.v1.get_variable("w", initializer=tf.constant(3.0))
+        return a * weight
+
+    with tf.compat.v1.variable_scope("model"), tf.device("/device:IPU:0"):
+        [out] = ipu_compiler.compile(step, [x])
+        assert scopes.current_ipu_ordinal() is None  # the device scope is the user's
+    [weight] = tf.compat.v1.global_variables()
+    assert weight.name == "model/w:0" and "ResourceVariable" in type(weight).__name__
+    sess.run(tf.compat.v1.global_variables_initializer())
+    np.testing.assert_allclose(sess.run(out, {x: [1.0, 2.0]}), [3.0, 6.0])
+    [run] = record.last_runs(1).runs  # one engine run of this program
+    assert run.program == programs.registry(graph).program_by_fetch[out.name].name
+
+
+def test_a_device_scope_inside_the_ipu_one_decides(graph):
+    with tf.device("/device:IPU:0"), tf.device("/device:CPU:0"):
+        with pytest.raises(Exception) as info:
+            ipu_compiler.compile(lambda: tf.constant(1.0) + 1.0, [])
+    assert str(info.value).startswith(NOT_PLACED)
+    with tf.device("/device:CPU:0"), tf.device("/device:IPU:0"):
+        assert isinstance(ipu_compiler.compile(lambda: tf.constant(1.0) + 1.0, []), list)
+
+
+def test_never_connected_device_refuses_to_run_a_program(fresh_ipu_system, graph):
+    # DeviceConnectionType.NEVER compiles only: executing the program is an InvalidArgument
+    # error (Graphcore's TensorFlow source, tensorflow/compiler/plugin/poplar/driver/
+    # poplar_executable.cc, PoplarExecutable::ExecuteAsyncOnStream).
+    cfg = config.IPUConfig()
+    cfg.auto_select_ipus = 1
+    cfg.device_connection.type = config.DeviceConnectionType.NEVER
+    cfg.device_connection.version = "ipu2"
+    cfg.configure_ipu_system()
+    x = tf.compat.v1.placeholder(tf.float32, [2])
+    with scopes.ipu_scope(IPU):
+        [out] = ipu_compiler.compile(lambda a: a * 2.0, [x])
+    with tf.compat.v1.Session() as sess:
+        with pytest.raises(tf.errors.InvalidArgumentError) as info:
+            sess.run(out, {x: [1.0, 2.0]})
+        assert sess.run(x, {x: [1.0, 2.0]}).tolist() == [1.0, 2.0]  # host ops still run
+    assert info.value.message == ("Trying to run an executable on a device that was "
+                                  "configured for compilation only.")
 
 
 def test_ipu_scope_makes_resource_variables(graph):
