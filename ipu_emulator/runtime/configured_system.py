@@ -48,6 +48,9 @@ class SystemConfiguration:
     # DeviceConnectionType.PRE_COMPILE: programs compile for a device that is never
     # attached, and every execution returns zeros (runtime/session_run.py).
     pre_compile: bool = False
+    # DeviceConnectionType.NEVER: programs compile for a device that is never attached, and
+    # running one is refused (runtime/session_run.py).
+    compile_only: bool = False
     # The options' ``profiling`` (a ``ipu_options.ProfilingConfig``, copied): which IPU trace
     # events and reports ``gen_ipu_ops.ipu_event_trace`` returns (runtime/event_trace.py).
     # Profiling changes no device, so two systems that differ only here compare equal.

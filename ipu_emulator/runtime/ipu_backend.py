@@ -126,6 +126,7 @@ def system_configuration_from(opts: IpuOptions) -> configured_system.SystemConfi
         selection_order=opts.selection_order.name,
         poplar_options=dict(opts.compilation_options),
         pre_compile=opts.device_connection_type == DeviceConnectionType.PRE_COMPILE,
+        compile_only=opts.device_connection_type == DeviceConnectionType.NEVER,
         profiling=copy.deepcopy(opts.profiling),
     )
 

@@ -28,6 +28,13 @@ from . import (feed_messages, first_run, graph_costs, late_compile, memory_relea
 
 _original_run = tf_session.BaseSession.run
 
+# ``DeviceConnectionType.NEVER``: the programs compile (and are checked) but no device is ever
+# attached, so executing one fails (Graphcore's TensorFlow source,
+# ``tensorflow/compiler/plugin/poplar/driver/poplar_executable.cc``,
+# ``PoplarExecutable::ExecuteAsyncOnStream``: an ``InvalidArgument`` status).
+COMPILE_ONLY_MESSAGE = ("Trying to run an executable on a device that was configured for "
+                        "compilation only.")
+
 
 def unwrapped_run(session, fetches, feed_dict=None):
     """``Session.run`` as TensorFlow has it: no engine run recorded (a check reading the
@@ -111,6 +118,8 @@ def _run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         if not _outfeed_has_run(outfeed, state) and outfeed.outfeed_mode.value == "all":
             outfeed.warn_dequeue_before_run()
 
+    if found.programs and configured_system.current().compile_only:
+        raise tf.errors.InvalidArgumentError(None, None, COMPILE_ONLY_MESSAGE)
     if found.programs and configured_system.current().pre_compile:
         for program in found.programs:  # compiled (and checked) once, never executed
             state["program_runs"][program.name] = state["program_runs"].get(program.name, 0) + 1
