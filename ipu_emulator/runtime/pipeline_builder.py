@@ -238,12 +238,33 @@ class PipelineBuilder:
             # Concurrent stages share their arguments; their outputs are concatenated.
             outputs = []
             for function, ipu in zip(stage, ipus * len(stage) if len(ipus) == 1 else ipus):
-                with shards.shard_context([ipu]):
+                with shards.shard_context([ipu]), self._stage_variable_names():
                     result = function(*args, **kwargs)
                 outputs += _stage_arguments(result)[0]
             return outputs
-        with shards.shard_context(ipus):
+        with shards.shard_context(ipus), self._stage_variable_names():
             return stage(*args, **kwargs)
+
+    def _stage_variable_names(self):
+        """Name the variables a stage creates as the SDK does.  The SDK builds each stage as
+        a function graph (Graphcore's TensorFlow source, ``pipelining_ops._pipeline_stage``
+        through ``functional_ops._compile_function``), which starts at the top-level name
+        scope: a variable named by its name scope (``tf.Variable``, a Keras layer's weights)
+        loses the name scope ``pipeline()`` was called in, while ``get_variable`` (and so
+        ``tf.compat.v1.layers``) keeps the variable scope, which the function graph shares.
+        Here the stages are built in that name scope (``enclosing_name_scope``), so the
+        variable's name scope is re-entered without it."""
+        enclosing = self.enclosing_scope + "/" if self.enclosing_scope else ""
+        graph = self.graph
+
+        def creator(next_creator, **kwargs):
+            scope = graph.get_name_scope() + "/"
+            if not enclosing or not scope.startswith(enclosing):
+                return next_creator(**kwargs)
+            with graph.name_scope(scope[len(enclosing):] if scope != enclosing else ""):
+                return next_creator(**kwargs)
+
+        return tf.compat.v1.variable_creator_scope(creator)
 
     def _check_captures(self, first_id, stage):
         """Stages may only use tensors from outside through ``inputs`` (or variables)."""

@@ -360,3 +360,41 @@ def test_pipelining_ops_resolve_under_the_sdk_names():
         assert pipelining_ops.PipelineStageOptions(matmul_options={"a": "1"}).matmul_options
     finally:
         import_aliases.uninstall()
+
+
+# --- variable names ------------------------------------------------------------------------
+
+
+def test_stage_variables_are_named_as_in_the_sdks_function_graphs(graph):
+    # The SDK builds each stage as a function graph (Graphcore's TensorFlow source,
+    # pipelining_ops._pipeline_stage -> functional_ops._compile_function), which starts at the
+    # top-level name scope but shares the variable scope: tf.Variable and Keras weights lose
+    # the scope pipeline() was called in, get_variable keeps it.
+    def first(x, y):
+        scale = tf.Variable(lambda: tf.ones([FEATURES]), name="scale")
+        w = tf.compat.v1.get_variable("w", initializer=tf.compat.v1.constant_initializer(W1),
+                                      shape=W1.shape)
+        return tf.keras.layers.Dense(HIDDEN)(tf.matmul(x * scale, w)), y
+
+    def second(hidden, y):
+        return tf.reduce_mean(tf.square(hidden[:, :1] - y))
+
+    infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(dataset())
+    outfeed = ipu.ipu_outfeed_queue.IPUOutfeedQueue()
+
+    def model():
+        with tf.compat.v1.variable_scope("vs", use_resource=True):
+            return pipelining_ops.pipeline(
+                [first, second], 4, infeed_queue=infeed, outfeed_queue=outfeed,
+                optimizer_function=lambda loss: sgd(LEARNING_RATE, loss),
+                outfeed_loss=True)
+
+    with tf.device("/device:IPU:0"):
+        op = ipu.ipu_compiler.compile(model, [])
+    names = sorted(v.op.name for v in tf.compat.v1.trainable_variables())
+    assert names == ["dense/bias", "dense/kernel", "scale", "vs/w"]
+    with tf.compat.v1.Session(graph=graph) as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        sess.run(infeed.initializer)
+        sess.run(op)
+        assert np.isfinite(sess.run(outfeed.dequeue())).all()
