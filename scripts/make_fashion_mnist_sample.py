@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from ipu_emulator.data.datasets import _read_idx_bytes  # noqa: E402
-from scripts.make_mnist_sample import write_reproducible_npz  # noqa: E402
+from scripts.make_mnist_sample import stratified_pick, write_reproducible_npz  # noqa: E402
 
 DEFAULT_DEB = "/tmp/fm/dataset-fashion-mnist_0.0~git20200523.55506a9-1_all.deb"
 DEFAULT_OUTPUT = (pathlib.Path(__file__).resolve().parents[1] / "ipu_emulator" / "data"
@@ -66,12 +66,6 @@ def read_deb(deb_path):
             arrays[key] = _read_idx_bytes(tar.extractfile(IDX_FOLDER + name).read(), gzipped=True,
                                           path=name)
     return arrays, hashlib.sha256(raw).hexdigest()
-
-
-def stratified_pick(labels, per_class, rng):
-    """`per_class` indices of every class, shuffled together."""
-    chosen = [rng.permutation(np.flatnonzero(labels == c))[:per_class] for c in range(10)]
-    return rng.permutation(np.concatenate(chosen))
 
 
 def main():

@@ -10,9 +10,10 @@ The environment variable IPU_EMULATOR_DATA picks where the data comes from:
     full    the real data set only: Keras cache or download; errors propagate
     sample  the bundled sample only; never touches the network or the Keras cache
 
-The bundled samples (ipu_emulator/data/, see its README.md): mnist_sample.npz, 4,000 train /
-2,500 test real MNIST digits; fashion_mnist_sample.npz, 2,500 train / 2,500 test real
-Fashion-MNIST images. No package ships CIFAR, so its sample is generated here
+The bundled samples (ipu_emulator/data/, see its README.md): mnist_sample.npz, 24,000 train /
+2,500 test real MNIST digits (enough for an 80/20 split validated for 128 steps of 32, as
+Graphcore's TF2 TensorBoard tutorial does); fashion_mnist_sample.npz, 2,500 train / 2,500
+test real Fashion-MNIST images. No package ships CIFAR, so its sample is generated here
 (deterministically, no network): 5,000 train / 2,500 test 32x32 RGB images of class-coloured
 stripes and noise, with Keras's shapes and dtypes, so CIFAR models build and learn something,
 but the images are not photographs. Every test split holds at least 2,048 images, so that a

@@ -9,6 +9,6 @@ def test_contrib_era_replicated_script_trains_two_replicas(tmp_path):
                           "--epochs", "2", cwd=tmp_path).check()
     losses = [float(m) for m in re.findall(r"mean loss ([0-9.]+)", result.stdout)]
     assert len(losses) == 2 and losses[1] < losses[0]
-    # 4,000 sample digits / (32 per batch x 2 replicas) = 62 steps, each with a replica axis.
-    assert result.stdout.count("outfeed shape (62, 2)") == 2
-    assert "ipu_emulator: 2 engine runs, 124 loop iterations" in result.stderr
+    # 24,000 sample digits / (32 per batch x 2 replicas) = 375 steps, each with a replica axis.
+    assert result.stdout.count("outfeed shape (375, 2)") == 2
+    assert "ipu_emulator: 2 engine runs, 750 loop iterations" in result.stderr

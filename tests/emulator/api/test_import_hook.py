@@ -85,7 +85,7 @@ def test_with_the_hook_tensorflow_python_keras_is_legacy_keras_and_offline(tmp_p
     """)
     # A fresh interpreter of its own: the default (TF2) hook, active before TensorFlow loads.
     done = run_python(program, site_dir, env=child_env(PYTHONPATH=ROOT)).check()
-    assert "mnist (4000, 28, 28)" in done.stdout
+    assert "mnist (24000, 28, 28)" in done.stdout
     assert "bundled sample" in done.stderr
 
 

@@ -114,7 +114,7 @@ def test_samples_are_found_as_package_data(name, licence):
 
 
 # (train size, test size, per-class train count, fraction of non-zero pixels)
-SAMPLE_FACTS = {"mnist": (4000, 2500, 400, (0.1, 0.3)),
+SAMPLE_FACTS = {"mnist": (24000, 2500, 2400, (0.1, 0.3)),
                 "fashion_mnist": (2500, 2500, 250, (0.35, 0.75))}
 
 
@@ -156,6 +156,21 @@ def test_every_split_fits_a_pipelined_two_replica_keras_script(dataset, monkeypa
         assert steps // 8 * 8 >= 16
 
 
+def test_mnist_sample_fits_the_tensorboard_tutorials_validation_split(monkeypatch):
+    # Graphcore's TF2 TensorBoard tutorial splits MNIST's training set 80/20 and validates for
+    # 128 steps of 32 images with steps_per_execution=128: the IPU Keras data adapter needs 128
+    # whole batches of the 20 % (4,000 training digits gave 25). Training takes whole engine
+    # runs of 128 steps too.
+    monkeypatch.setenv("IPU_EMULATOR_DATA", "sample")
+    with pytest.warns(SampleDataWarning):
+        (x_train, _), _ = mnist.load_data()
+    split = int(0.8 * len(x_train))
+    validation_batches = (len(x_train) - split) // 32
+    assert validation_batches >= 128
+    assert split // 32 // 128 >= 4
+    assert (validation_batches, split // 32) == (150, 600)
+
+
 def test_fashion_sample_is_clothing_not_digits(monkeypatch):
     # The two samples are different images; and a nearest-class-mean classifier fitted on
     # the Fashion-MNIST training split tells its test split's classes apart well above chance
@@ -191,7 +206,7 @@ def test_sample_mode_never_touches_network_or_keras_cache(keras_cache, monkeypat
         (x_train, _), _ = mnist.load_data()
     with pytest.warns(SampleDataWarning):
         (fashion_x_train, _), _ = fashion_mnist.load_data()
-    assert x_train.shape == (4000, 28, 28) and fashion_x_train.shape == (2500, 28, 28)
+    assert x_train.shape == (24000, 28, 28) and fashion_x_train.shape == (2500, 28, 28)
     for loader in (cifar10.load_data, cifar100.load_data):
         with pytest.warns(SampleDataWarning):
             (cifar_x_train, _), _ = loader()
@@ -301,7 +316,7 @@ def test_sample_warning_shows_once_per_process_per_dataset(monkeypatch):
     with pytest.warns(SampleDataWarning) as shown:
         mnist.load_data()
     assert len(shown) == 1
-    assert "4,000 real MNIST training digits" in str(shown[0].message)
+    assert "24,000 real MNIST training digits" in str(shown[0].message)
     no_sample_warnings(mnist.load_data)
 
     # Fashion-MNIST gets its own warning, naming its own sample.
@@ -323,7 +338,7 @@ def test_sample_warnings_are_one_line_each_on_stderr(tmp_path):
     # child_env: no PYTHONWARNINGS from the shell, IPU_EMULATOR_DATA=sample.
     finished = run_python(script, cwd=tmp_path, env=child_env(HOME=tmp_path), timeout=120).check()
     assert finished.stderr.splitlines() == [
-        "ipu_emulator: IPU_EMULATOR_DATA=sample; using the bundled sample of 4,000 real "
+        "ipu_emulator: IPU_EMULATOR_DATA=sample; using the bundled sample of 24,000 real "
         "MNIST training digits instead of the full MNIST.",
         "ipu_emulator: IPU_EMULATOR_DATA=sample; using the bundled sample of 2,500 real "
         "Fashion-MNIST training images instead of the full Fashion-MNIST.",
@@ -413,7 +428,7 @@ def test_keras_cache_under_tmp_fallback_is_found(tmp_path, fake_download, monkey
 def test_auto_falls_back_to_sample_when_download_fails(fake_download):
     with pytest.warns(SampleDataWarning, match="MNIST not available offline") as shown:
         (x_train, _), _ = mnist.load_data()
-    assert x_train.shape == (4000, 28, 28)
+    assert x_train.shape == (24000, 28, 28)
     assert len(shown) == 1
     assert "IPU_EMULATOR_DATA=full" in str(shown[0].message)
     # The download ran under the short timeout, and the previous default came back.
