@@ -66,7 +66,7 @@ FROM_ELSEWHERE = {
     ("03", "1.6x"): "a host-time measurement on our machine, said so in the prose",
     ("03", "2.4x"): "a host-time measurement on our machine, said so in the prose",
     ("03", "1.08x"): "a host-time measurement on our machine, said so in the prose",
-    ("04", "49.5 %"): ("the exercise's solution", "100 * feeds.ideal_launch_share(29)"),
+    ("04", "49.9 %"): ("the exercise's solution", "100 * feeds.ideal_launch_share(29)"),
     ("08", "15.8 %"): ("the solution's arithmetic, 3 / (M + 3)", "100 * 3 / 19"),
     ("08", "11.1 %"): ("the solution's arithmetic, 3 / (M + 3)", "100 * 3 / 27"),
     ("08", "8.6 %"): ("the solution's arithmetic, 3 / (M + 3)", "100 * 3 / 35"),
