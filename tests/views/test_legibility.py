@@ -172,6 +172,17 @@ def test_text_smaller_than_the_tick_labels_is_found():
         "text '7 in flight' in axes 'planted' is 6.94 pt, smaller than the tick labels (10 pt)"]
 
 
+@pytest.mark.parametrize("size", [9.0, 9.5])
+def test_text_up_to_a_point_smaller_than_the_tick_labels_is_found(size):
+    # A point smaller is still smaller: only rounding (SIZE_TOLERANCE, 0.05) is let through
+    # (a tolerance of 1 pt passed every other test).
+    fig = lane_axes([8.0])
+    fig.axes[0].set_title("planted")
+    fig.axes[0].text(80, 0, "7 in flight", fontsize=size)
+    assert figure_problems(fig) == [f"text '7 in flight' in axes 'planted' is {size:g} pt, "
+                                    "smaller than the tick labels (10 pt)"]
+
+
 def hatched_over_boxes(tagged):
     """Forward boxes under a translucent white hatching (as notebook 05's folded launch box
     was), with a legend entry in the boxes' own colour."""
@@ -243,6 +254,13 @@ def test_svg_text_smaller_than_the_tick_labels_is_found():
     # Without marked tick labels, the picture's own font size is theirs.
     assert svg_problems(SVG_HEAD + small + "</svg>") == [
         "text '7 in flight' is 9 px, smaller than the tick labels (11 px)"]
+
+
+@pytest.mark.parametrize("size", [10, 10.5])
+def test_svg_text_up_to_a_pixel_smaller_than_the_tick_labels_is_found(size):
+    small = f'<text x="10" y="40" font-size="{size}px">7 in flight</text>'
+    assert svg_problems(SVG_HEAD + small + "</svg>") == [
+        f"text '7 in flight' is {size:g} px, smaller than the tick labels (11 px)"]
 
 
 def test_svg_legend_entry_of_another_colour_than_its_boxes_is_found():

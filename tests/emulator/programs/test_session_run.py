@@ -117,3 +117,17 @@ def test_captures_nest(looped, sess):
             sess.run(looped["total"], {looped["n"]: 2})
     assert outer.engine_runs == 2 and inner.engine_runs == 1
     assert inner.runs[0] is outer.runs[1]
+
+
+def test_program_without_a_loop_moves_its_infeed_element_as_input(graph, sess):
+    # No on-device loop: the infeed's one element is copied in once, with the program's
+    # inputs, not per iteration (a bug that dropped those bytes, 128 B -> 0, passed every test).
+    data = np.arange(64, dtype=np.float32).reshape(2, 32)
+    infeed = ipu_infeed_queue.IPUInfeedQueue(tf.data.Dataset.from_tensor_slices(data))
+    [total] = compile_on_ipu(lambda: tf.reduce_sum(infeed._dequeue()))
+    sess.run(infeed.initializer)
+    with record.capture() as runs:
+        assert sess.run(total) == sum(range(32))
+    [run] = runs.runs
+    assert run.iterations == 1 and run.infeed_bytes_per_iteration == 0
+    assert run.input_bytes == 32 * 4 == 128
