@@ -1,7 +1,8 @@
 """End to end: TF2 IPU Keras scripts in the layouts of Graphcore's Keras tutorial (our own code)
 run unmodified through ``python -m ipu_emulator run`` on the bundled MNIST sample: one IPU with
-``steps_per_execution`` sized from the data, and four IPUs as two replicas of a two-stage
-pipeline with asynchronous callbacks.  One child process each."""
+``steps_per_execution`` sized from the data, four IPUs as two replicas of a two-stage pipeline
+with asynchronous callbacks, and two IPUs as two replicas given steps for both.  One child
+process each."""
 import re
 
 from tests.support.child_python import ROOT, run_emulator
@@ -51,3 +52,47 @@ def test_two_replicas_of_a_two_stage_pipeline_with_asynchronous_callbacks(tmp_pa
     busy = result.busy_lanes()
     # Two replicas, each a pipeline over two IPUs.
     assert busy == {f"IPU{i}": {"forward", "backward"} for i in range(4)}
+
+
+def test_two_replicas_take_the_steps_given_for_both_as_the_sdk_does(tmp_path):
+    """The replicated path of the tutorial's completed example: steps_per_execution = training
+    batches // 2, fit with steps_per_epoch = training batches, evaluate and predict with
+    steps = test batches.  The SDK's Keras data adapter (``IPUDataHandler._infer_steps``)
+    shares those steps out between the two replicas, so it runs to completion."""
+    result = run_emulator("run", "--trace", "trace.json",
+                          LAYOUTS / "keras_replicated_steps.py", cwd=tmp_path).check()
+    out, err = result.stdout, result.stderr
+    match = re.search(r"Training: (\d+) steps per execution, (\d+) steps per epoch", out)
+    per_execution, per_epoch = map(int, match.groups())
+    assert per_execution == per_epoch // 2
+    test_batches = int(re.search(r"Evaluation: (\d+) steps", out).group(1))
+    assert test_batches % 2, "the sample's test split makes an odd number of batches of 80"
+    per_replica = test_batches // 2
+    # An epoch is one engine run of a replica's half of the batches; evaluate and predict one
+    # run each of half the test batches (steps_per_execution cut down to them), the odd one
+    # dropped with the SDK's warnings.
+    runs, iterations = 2 + 2, 2 * per_execution + 2 * per_replica
+    assert f"ipu_emulator: {runs} engine runs, {iterations} loop iterations" in err
+    assert (f"Dataset of length {test_batches} is being evenly distributed between 2 replicas. "
+            "The remaining 1 batch will be dropped.") in err
+    assert (f"`steps_per_execution` has been set to {per_execution} but the dataset provided to "
+            f"this replica only contains {per_replica} batches. Using {per_replica} as "
+            "`steps_per_execution`.") in err
+    assert f"Predictions: {2 * per_replica * 80} rows of 10" in out
+    last = out.strip().splitlines()[-1]
+    match = re.fullmatch(r"Finished: loss ([0-9.]+) -> ([0-9.]+), test accuracy ([0-9.]+), "
+                         r"predictions (\d+)", last)
+    assert match, out[-2000:]
+    assert float(match.group(2)) < float(match.group(1)) and float(match.group(3)) > 0.7
+    # The trace shows each replica's steps on its IPU: a forward pass for every step it ran,
+    # a backward pass for every training step.
+    assert result.busy_lanes() == {"IPU0": {"forward", "backward"},
+                                   "IPU1": {"forward", "backward"}}
+    events = result.read_json("trace.json")["traceEvents"]
+    lanes = {e["tid"]: e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e["name"] == "thread_name"}
+    for ipu in ("IPU0", "IPU1"):
+        kinds = [e["args"]["kind"] for e in events
+                 if e.get("ph") == "X" and lanes[e["tid"]] == ipu]
+        assert kinds.count("forward") == iterations
+        assert kinds.count("backward") == 2 * per_execution

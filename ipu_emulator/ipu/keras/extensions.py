@@ -15,10 +15,13 @@ Keras models.
 
 Replication: a device with more IPUs than the model's shards (the pipeline's IPUs rounded up to
 a power of two, or 1) holds ``IPUs // shards`` replicas of it.  The batches are shared out
-between them and ``steps_per_execution`` (and a ``steps_per_epoch``/``steps`` given) count the
-batches of one replica, as from SDK 2.5.  The emulator runs the replicas' batches one after the
-other in one Keras execution, and adds up their gradients before the weight update (the
-all-reduce), on top of any gradient accumulation: the same weights every replica would hold.
+between them as the SDK's data adapter does (``data_adapter``): ``steps_per_epoch``, ``steps``
+and ``validation_steps`` count the batches of all replicas, each replica running
+``steps // replicas`` of them, and ``steps_per_execution`` counts one replica's.  The emulator
+runs the replicas' batches one after the other in one Keras execution, and adds up their
+gradients before the weight update (the all-reduce: a sum, as the SDK's
+``IPUStrategy`` reduces Keras's gradients), on top of any gradient accumulation: the same
+weights every replica would hold.
 
 Callbacks: the batch hooks of the callbacks given to ``fit``/``evaluate``/``predict`` see
 per-replica step numbers; with ``set_asynchronous_callbacks(True)`` they are called for every
@@ -29,6 +32,7 @@ Emulator notes: Keras feeds the data itself (no IPU infeed is created), so the i
 outfeed options are validated and kept but change nothing on the CPU; ``jit_compile`` is
 always off, for the reasons given in ``ipu_strategy``.
 """
+import inspect
 import logging
 
 import tensorflow as tf
@@ -127,28 +131,50 @@ class KerasExtensions(pipelining.PipeliningExtensions):
                                run_eagerly=False, steps_per_execution=steps_per_execution,
                                jit_compile=False, **kwargs)
 
-    def fit(self, x=None, y=None, batch_size=None, epochs=1, *args, steps_per_epoch=None,
-            **kwargs):
-        plan = self._ipu_prepare(x, y, batch_size, steps_per_epoch, training=True)
-        replicas = plan.replicas
-        self._ipu_wrap_callbacks(kwargs, replicas)
-        with _steps_per_execution(self, plan.steps_per_execution * replicas):
-            return super().fit(x, y, batch_size, epochs, *args,
-                               steps_per_epoch=_times(steps_per_epoch, replicas), **kwargs)
+    def fit(self, *args, **kwargs):
+        call = _arguments("fit", self, args, kwargs)
+        if call.get("validation_split") and call.get("validation_data") is None:
+            # As the SDK's fit does, split the arrays first: the replicas share out the
+            # training part, and the rest is the validation data.
+            (call["x"], call["y"], call["sample_weight"]), call["validation_data"] = \
+                _train_validation_split(call)
+            call["validation_split"] = 0.0
+        epochs = call.get("epochs", 1) - call.get("initial_epoch", 0)
+        plan = self._ipu_prepare(call, "steps_per_epoch", "train_function", epochs=epochs)
+        self._ipu_wrap_callbacks(call, plan.replicas)
+        # While fit runs, the model's steps per execution is the one fit cut to its epoch:
+        # the SDK's validation, and a callback's evaluate or predict, start from it.
+        outer = self.__dict__.get("_ipu_fitting")
+        self.__dict__["_ipu_fitting"] = _Fitting(plan.steps_per_execution)
+        try:
+            with _steps_per_execution(self, plan.steps_per_execution * plan.replicas):
+                return super().fit(**call)
+        finally:
+            self.__dict__["_ipu_fitting"] = outer
 
-    def evaluate(self, x=None, y=None, batch_size=None, *args, steps=None, **kwargs):
-        plan = self._ipu_prepare(x, y, batch_size, steps, training=False)
-        self._ipu_wrap_callbacks(kwargs, plan.replicas)
+    def evaluate(self, *args, **kwargs):
+        call = _arguments("evaluate", self, args, kwargs)
+        # Keras's fit validates with a data handler of its own, made from the validation data
+        # as given; here the validation runs the batches the SDK's would, as any evaluate.
+        validating = call.pop("_use_cached_eval_dataset", False)
+        fitting = self.__dict__.get("_ipu_fitting")
+        if validating and fitting is not None and not fitting.validation_checked:
+            # The SDK's fit makes its validation data handler once, for one replica (its
+            # default), before evaluate shares the batches out: its checks apply first.
+            fitting.validation_checked = True
+            data_adapter.plan_execution(call.get("x"), call.get("y"), call.get("batch_size"),
+                                        call.get("steps"), fitting.steps_per_execution)
+        plan = self._ipu_prepare(call, "steps", "test_function")
+        self._ipu_wrap_callbacks(call, plan.replicas)
         with _steps_per_execution(self, plan.steps_per_execution * plan.replicas):
-            return super().evaluate(x, y, batch_size, *args, steps=_times(steps, plan.replicas),
-                                    **kwargs)
+            return super().evaluate(**call)
 
-    def predict(self, x, batch_size=None, *args, steps=None, **kwargs):
-        plan = self._ipu_prepare(x, None, batch_size, steps, training=False)
-        self._ipu_wrap_callbacks(kwargs, plan.replicas)
+    def predict(self, *args, **kwargs):
+        call = _arguments("predict", self, args, kwargs)
+        plan = self._ipu_prepare(call, "steps", "predict_function")
+        self._ipu_wrap_callbacks(call, plan.replicas)
         with _steps_per_execution(self, plan.steps_per_execution * plan.replicas):
-            return super().predict(x, batch_size, *args, steps=_times(steps, plan.replicas),
-                                   **kwargs)
+            return super().predict(**call)
 
     def _ipu_wrap_callbacks(self, kwargs, replicas):
         per_step = self._ipu_options()["asynchronous_callbacks"]
@@ -161,15 +187,26 @@ class KerasExtensions(pipelining.PipeliningExtensions):
             c if isinstance(c, _KERAS_OWN_CALLBACKS) else _StepCallback(c, replicas, per_step)
             for c in callbacks]
 
-    def _ipu_prepare(self, x, y, batch_size, steps, training):
+    def _ipu_prepare(self, call, steps_key, function, epochs=1):
+        """Check the call's data and share its batches out between the replicas, as the SDK
+        does; change ``call`` so that Keras runs those batches, all replicas' in turn."""
         if self.run_eagerly:
             raise RuntimeError(_RUN_EAGERLY_MESSAGE)
-        # What compile asked for (a call under way, e.g. fit's, may have changed Keras's).
-        requested = self.__dict__.get("_ipu_compiled_steps") or self._ipu_steps_per_execution()
+        training = function == "train_function"
+        fitting = self.__dict__.get("_ipu_fitting")
+        if fitting is not None and not training:
+            requested = fitting.steps_per_execution
+        else:
+            # What compile asked for (a call under way may have changed Keras's).
+            requested = (self.__dict__.get("_ipu_compiled_steps")
+                         or self._ipu_steps_per_execution())
         replicas = self._ipu_replication_factor()
-        plan = data_adapter.plan_execution(x, y, batch_size, steps, requested, replicas)
-        plan = _Plan(plan.steps_per_execution, plan.batch_bytes, replicas)
-        self.__dict__["_ipu_batch_bytes"] = plan.batch_bytes
+        plan = data_adapter.plan_execution(call.get("x"), call.get("y"), call.get("batch_size"),
+                                           call.get(steps_key), requested, replicas, epochs)
+        call["x"], call[steps_key] = plan.keras_x, plan.keras_steps
+        if plan.keras_batch_size:
+            call["batch_size"] = plan.keras_batch_size
+        self.__dict__.setdefault("_ipu_batch_bytes", {})[function] = plan.batch_bytes
         self.__dict__["_ipu_replicas"] = replicas
         # A pipelined model accumulates its gradients over the pipeline's micro-batches.
         pipeline = self._ipu_pipeline_plan(plan.steps_per_execution, training)
@@ -230,21 +267,40 @@ class KerasExtensions(pipelining.PipeliningExtensions):
     def _ipu_recorded(self, attribute, function):
         if isinstance(function, _RecordedExecution):
             return function
-        recorded = _RecordedExecution(self, function, training=attribute == "train_function")
+        recorded = _RecordedExecution(self, function, attribute)
         setattr(self, attribute, recorded)
         return recorded
 
 
-class _Plan:
-    """``data_adapter.ExecutionPlan`` (per replica) and the replication factor."""
+class _Fitting:
+    """A fit under way: the steps per execution it runs (one replica's, cut to its epoch),
+    and whether its validation data has had the SDK's one-replica checks."""
 
-    def __init__(self, steps_per_execution, batch_bytes, replicas):
-        self.steps_per_execution, self.batch_bytes = steps_per_execution, batch_bytes
-        self.replicas = replicas
+    def __init__(self, steps_per_execution):
+        self.steps_per_execution = steps_per_execution
+        self.validation_checked = False
 
 
-def _times(steps, replicas):
-    return None if steps is None else steps * replicas
+def _arguments(name, model, args, kwargs):
+    """The arguments of a call to Keras's ``Model.<name>``, by name, as given (no defaults);
+    keywords Keras's signature does not name (``_use_cached_eval_dataset``) kept as they are."""
+    signature = inspect.signature(getattr(tf.keras.Model, name))
+    named = {key: value for key, value in kwargs.items() if key in signature.parameters}
+    call = signature.bind_partial(model, *args, **named).arguments
+    call.pop("self", None)
+    for key, parameter in signature.parameters.items():
+        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            call.update(call.pop(key, {}))
+    call.update((key, value) for key, value in kwargs.items() if key not in named)
+    return call
+
+
+def _train_validation_split(call):
+    """Keras's own split of ``fit``'s arrays by ``validation_split``."""
+    from tf_keras.src.engine import data_adapter as keras_data_adapter
+    return keras_data_adapter.train_validation_split(
+        (call.get("x"), call.get("y"), call.get("sample_weight")),
+        validation_split=call["validation_split"])
 
 
 # Keras adds these itself and finds them by type: they are never wrapped.
@@ -356,10 +412,11 @@ class _steps_per_execution:  # pylint: disable=invalid-name
 class _RecordedExecution:
     """Keras's compiled function; each call is one engine run of steps_per_execution steps."""
 
-    def __init__(self, model, function, training=False):
+    def __init__(self, model, function, attribute):
         self._model = model
         self._function = function
-        self._training = training
+        self._attribute = attribute
+        self._training = attribute == "train_function"
         self.__name__ = getattr(function, "__name__", "keras_function")
 
     def __call__(self, iterator):
@@ -368,7 +425,7 @@ class _RecordedExecution:
         # Keras runs all the replicas' batches: one replica's share is the engine run's loop.
         steps = model._ipu_steps_per_execution() // replicas  # pylint: disable=protected-access
         info = tf2_programs.program_info(self._function, (iterator,), {}, key="keras")
-        batch_bytes = model.__dict__.get("_ipu_batch_bytes", 0)
+        batch_bytes = model.__dict__.get("_ipu_batch_bytes", {}).get(self._attribute, 0)
         pipeline = model.__dict__.get("_ipu_pipeline_plans", {}).get(self._training)
         stage_fields = (keras_stages.run_fields(model, self._function, (iterator,), pipeline,
                                            batch_bytes) if pipeline is not None else None)
