@@ -22,8 +22,8 @@ Times are simulated IPU time, memory in MB (10^6 bytes; MiB for the chip-sized w
     ...     "recomputation": simulate_pipeline(stages, "grouped", 16, batch_size=32,
     ...                                        recompute=True)}))
     variant        one pass  IPU0 peak  IPU1 peak
-    reference        606 µs   2.410 MB   0.033 MB
-    recomputation    701 µs   2.296 MB   0.033 MB
+    reference        617 µs   2.410 MB   0.033 MB
+    recomputation    721 µs   2.296 MB   0.033 MB
 
 Plain Python: matplotlib is imported inside the plotting functions only.
 """
