@@ -75,8 +75,9 @@ class SampleDataWarning(UserWarning):
     """A small sample is being used instead of the requested full data set."""
 
 
-# In-process state. Arrays are cached and handed out as copies, so callers may edit them.
-_sample_arrays = {}          # data set name -> bundled sample arrays
+# In-process state. Cached arrays are handed out as copies, so callers may edit them.  The
+# bundled samples are not cached: read afresh (about 0.1 s), so a notebook that keeps a slice of
+# one holds only that slice (the MNIST sample is 21 MB of pixels).
 _cifar_samples = {}          # (data set name, label mode) -> generated stand-in arrays
 _real_arrays = {}            # (data set name, loader arguments...) -> arrays
 _failed_downloads = set()    # data sets whose auto-mode download failed: don't wait again
@@ -150,7 +151,7 @@ def _load_cifar(name, cache_dir, label_key, keras_kwargs, label_mode="fine"):
         read_cache=lambda files: _read_cifar_batches(files[:len(train_files)],
                                                      files[len(train_files):], label_key),
         download=lambda: _original_keras_loader(name)(cache_dir=cache_dir, **keras_kwargs),
-        sample=lambda: _cifar_sample(name, label_mode),
+        sample=lambda: _copies(_cifar_sample(name, label_mode)),
     )
 
 
@@ -242,11 +243,9 @@ def _copies(arrays):
 # The bundled sample
 
 def _sample(name="mnist"):
-    if name not in _sample_arrays:
-        with importlib.resources.as_file(_sample_resource(name)) as path, np.load(path) as npz:
-            _sample_arrays[name] = ((npz["x_train"], npz["y_train"]),
-                                    (npz["x_test"], npz["y_test"]))
-    return _sample_arrays[name]
+    """The bundled sample's arrays, read afresh: the caller's own."""
+    with importlib.resources.as_file(_sample_resource(name)) as path, np.load(path) as npz:
+        return (npz["x_train"], npz["y_train"]), (npz["x_test"], npz["y_test"])
 
 
 def _sample_resource(name="mnist"):
@@ -259,9 +258,10 @@ def _sample_resource(name="mnist"):
 
 
 def _substitute_sample(name, sample, forced):
+    """``sample()``'s arrays (the caller's own), with the sample's warning once."""
     arrays = sample()
     _warn_once(name, _sample_warning_text(name, forced, n_train=len(arrays[0][0])))
-    return _copies(arrays)
+    return arrays
 
 
 _CIFAR_TITLES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100"}
@@ -309,7 +309,6 @@ def _reset_warnings_shown():
 
 def _clear_caches():
     """Private, for tests: forget loaded arrays and failed downloads."""
-    _sample_arrays.clear()
     _cifar_samples.clear()
     _real_arrays.clear()
     _failed_downloads.clear()

@@ -58,6 +58,8 @@ def test_the_times_to_allow_are_the_model_readers():
     table = dict(re.findall(r"^\| \d+ \| `(\w+)` \| [^|]+ \| (\d+) min \|",
                             section("The learning order"), re.M))
     assert {name: int(minutes) for name, minutes in table.items()} == allowed
+    total = re.search(r"The whole course takes (\d+) minutes", section("The learning order"))
+    assert total and int(total.group(1)) == sum(allowed.values())
     for notebook in NOTEBOOKS.glob("*.ipynb"):
         cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
         opening = " ".join("".join(c["source"]) for c in cells[:4] if c["cell_type"] == "markdown")
