@@ -112,7 +112,7 @@ test-colab: $(COLAB_STAMP)
 	$(COLAB_VENV)/bin/python -m pip uninstall --quiet --yes ipu-emulator
 	$(STAGE) "the Colab install cell" -- $(COLAB_VENV)/bin/python scripts/colab_release.py install-as-colab
 	$(COLAB_VENV)/bin/python -m pip check
-	IPU_EMULATOR_DATA=sample IPU_LAB_SOLUTIONS=1 MPLBACKEND=Agg IPU_LAB_CLASSROOM_LIMITS=0 \
+	IPU_EMULATOR_DATA=sample IPU_LAB_SOLUTIONS=1 MPLBACKEND=Agg \
 		$(STAGE) "notebooks on Colab's versions (Python $(COLAB_PYTHON_VERSION))" -- \
 		$(COLAB_VENV)/bin/python -m pytest -n $(TEST_WORKERS) -p no:cacheprovider --nbval-lax notebooks
 

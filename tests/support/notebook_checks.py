@@ -40,10 +40,6 @@ PLAIN_KERNEL_LIMIT = 0.15 * GB
 # TensorFlow's CPU convolution gradients allocate scratch buffers of about 28 MB, and glibc
 # keeps the freed memory (private peaks 0.47-0.51 GB measured); notebooks/README.md says so.
 KERNEL_LIMITS = {"02_loops_and_data_pipelines.ipynb": 0.6 * GB}
-# `make test-colab` sets it to 0: the limits size a class's server on the lab's locked versions;
-# a Colab runtime is one learner's, with 12 GB (its kernels on Python 3.13 and TensorFlow 2.20
-# peaked at 0.6 GB private), so there the memory is reported and not held to them.
-CLASSROOM_LIMITS = os.environ.get("IPU_LAB_CLASSROOM_LIMITS", "1") != "0"
 _LOG_OFFSET = pytest.StashKey[int]()
 _RESOURCE_OFFSET = pytest.StashKey[int]()
 # notebook name -> {"seconds", "peak_bytes", "private_peak_bytes", "tensorflow"}: in a
@@ -122,7 +118,7 @@ def pytest_runtest_makereport(item, call):
         usage["tensorflow"] = usage["tensorflow"] or record["tensorflow"]
     limit = (KERNEL_LIMITS.get(notebook, TENSORFLOW_KERNEL_LIMIT) if usage["tensorflow"]
              else PLAIN_KERNEL_LIMIT)
-    if CLASSROOM_LIMITS and usage["private_peak_bytes"] > limit:
+    if usage["private_peak_bytes"] > limit:
         kind = "a TensorFlow kernel" if usage["tensorflow"] else "a kernel without TensorFlow"
         _fail(report, "Kernel memory over the classroom limit:",
               [f"{notebook}'s kernel peaked at {usage['private_peak_bytes'] / GB:.2f} GB of "
