@@ -186,15 +186,20 @@ def test_a_device_scope_inside_the_ipu_one_decides(graph):
         assert isinstance(ipu_compiler.compile(lambda: tf.constant(1.0) + 1.0, []), list)
 
 
+def configure_one_ipu(connection_type):
+    """One Mk2 IPU, reached through ``connection_type``."""
+    cfg = config.IPUConfig()
+    cfg.auto_select_ipus = 1
+    cfg.device_connection.type = connection_type
+    cfg.device_connection.version = "ipu2"
+    cfg.configure_ipu_system()
+
+
 def test_never_connected_device_refuses_to_run_a_program(fresh_ipu_system, graph):
     # DeviceConnectionType.NEVER compiles only: executing the program is an InvalidArgument
     # error (Graphcore's TensorFlow source, tensorflow/compiler/plugin/poplar/driver/
     # poplar_executable.cc, PoplarExecutable::ExecuteAsyncOnStream).
-    cfg = config.IPUConfig()
-    cfg.auto_select_ipus = 1
-    cfg.device_connection.type = config.DeviceConnectionType.NEVER
-    cfg.device_connection.version = "ipu2"
-    cfg.configure_ipu_system()
+    configure_one_ipu(config.DeviceConnectionType.NEVER)
     x = tf.compat.v1.placeholder(tf.float32, [2])
     with scopes.ipu_scope(IPU):
         [out] = ipu_compiler.compile(lambda a: a * 2.0, [x])
@@ -220,11 +225,7 @@ def test_contrib_era_ops_ipu_scope_is_the_same_scope():
 
 
 def test_pre_compile_executions_return_zeros_and_change_nothing(fresh_ipu_system, graph):
-    cfg = config.IPUConfig()
-    cfg.auto_select_ipus = 1
-    cfg.device_connection.type = config.DeviceConnectionType.PRE_COMPILE
-    cfg.device_connection.version = "ipu2"
-    cfg.configure_ipu_system()
+    configure_one_ipu(config.DeviceConnectionType.PRE_COMPILE)
     weight = tf.compat.v1.get_variable("w", [], initializer=tf.compat.v1.ones_initializer(),
                                        use_resource=True)
 
