@@ -6,7 +6,10 @@ Written as for the TF1 SDK; run it through the emulator:
 
 ``model_fn(mode, params)`` takes no features: the infeed's (images, labels) go to the first
 stage.  Each engine run is ``--iterations-per-loop`` micro-batches, i.e.
-iterations / accumulation-count pipeline passes, each ending in a weight update.
+iterations / accumulation-count pipeline passes, each ending in a weight update.  The
+pipeline adds up its micro-batches' gradients (the SDK's default reduction, SUM), so an update
+is accumulation-count times a mean step: hence a learning rate of 0.01, where 0.05 made the
+losses jump about.
 """
 import argparse
 
@@ -19,7 +22,7 @@ parser.add_argument("--steps", type=int, default=160)
 parser.add_argument("--iterations-per-loop", type=int, default=16)
 parser.add_argument("--gradient-accumulation-count", type=int, default=8)
 parser.add_argument("--batch-size", type=int, default=32)
-parser.add_argument("--learning-rate", type=float, default=0.05)
+parser.add_argument("--learning-rate", type=float, default=0.01)
 parser.add_argument("--model-dir", default=None)
 args = parser.parse_args()
 
