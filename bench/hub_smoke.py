@@ -176,7 +176,11 @@ async def run_cells(ws_url, headers, cells, timeout=240):
                         "user_expressions": {}, "allow_stdin": False, "stop_on_error": True},
         }))
         t0 = time.monotonic()
-        while True:
+        # Done when the reply (shell channel) and the kernel's "idle" (iopub, after the cell's
+        # last output) have both come: the server forwards the two channels independently, so
+        # under load the reply can overtake the cell's own output.
+        replied = idle = False
+        while not (replied and idle):
             raw = await asyncio.wait_for(ws.read_message(), timeout)
             msg = json.loads(raw)
             if msg.get("parent_header", {}).get("msg_id") != msg_id:
@@ -187,7 +191,9 @@ async def run_cells(ws_url, headers, cells, timeout=240):
             elif kind == "error":
                 errors.append(f"{content['ename']}: {content['evalue']}")
             elif kind == "execute_reply":
-                break
+                replied = True
+            elif kind == "status" and content.get("execution_state") == "idle":
+                idle = True
         log(f"cell ran in {time.monotonic() - t0:.1f} s: {source.splitlines()[0][:60]!r}")
     ws.close()
     return "".join(texts), errors
