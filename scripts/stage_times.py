@@ -55,8 +55,10 @@ def report(since: float) -> str:
     lines.append(f"CPU: {cpu_model()}")
     units = slowest_units(since)
     if units:
-        lines.append(f"the {len(units)} slowest test units (wall clock, summed over their tests):")
-        lines += [f"  {seconds:7.1f} s  {unit} ({tests} tests)" for seconds, unit, tests in units]
+        lines.append(f"the {len(units)} slowest test units (wall clock summed over their tests; "
+                     "CPU of the test and the children it waited for):")
+        lines += [f"  {seconds:7.1f} s  {cpu:7.1f} s CPU  {unit} ({tests} tests)"
+                  for seconds, unit, tests, cpu in units]
     return "\n".join(lines)
 
 
@@ -76,15 +78,15 @@ def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     return f"{model}, {cores} cores, {vector.upper()}"
 
 
-def slowest_units(since: float, log: Path | None = None) -> list[tuple[float, str, int]]:
+def slowest_units(since: float, log: Path | None = None) -> list[tuple[float, str, int, float]]:
     """The slowest test units of the pytest run that wrote ``log`` after ``since``."""
     log = log or UNITS
     if not log.exists() or log.stat().st_mtime < since:
         return []
     units = []
     for line in log.read_text(encoding="utf-8").splitlines()[:SLOWEST_UNITS]:
-        seconds, unit, tests = line.split("\t")
-        units.append((float(seconds), unit, int(tests)))
+        seconds, unit, tests, cpu = line.split("\t")
+        units.append((float(seconds), unit, int(tests), float(cpu)))
     return units
 
 

@@ -40,19 +40,48 @@ def test_the_report_names_the_cpu_and_the_ten_slowest_units_of_this_run(tmp_path
     for number in range(12):   # twelve units, unit k's two tests taking k + 1 s in all
         for phase in ("setup", "call"):
             times.pytest_runtest_logreport(SimpleNamespace(
-                nodeid=f"tests/test_{number:02}.py::test_a", duration=(number + 1) / 2))
+                nodeid=f"tests/test_{number:02}.py::test_a", duration=(number + 1) / 2,
+                cpu_seconds=number / 4))
     times.pytest_runtest_logreport(SimpleNamespace(nodeid="tests/test_11.py::test_b",
-                                                   duration=3.0))
+                                                   duration=3.0, cpu_seconds=2.0))
     times.pytest_sessionfinish(SimpleNamespace(config=SimpleNamespace()))
 
     report = stage_times.report(since=0.0)
     assert "CPU: " in report
     listed = [line.split() for line in report.splitlines() if line.startswith("  ") and
               "(" in line and "tests)" in line]
-    assert [row[2] for row in listed] == [f"tests/test_{n:02}.py" for n in range(11, 1, -1)]
-    assert listed[0][:2] == ["15.0", "s"] and listed[0][3:] == ["(2", "tests)"]
+    assert [row[5] for row in listed] == [f"tests/test_{n:02}.py" for n in range(11, 1, -1)]
+    assert listed[0][:5] == ["15.0", "s", "7.5", "s", "CPU"]   # 2.75 + 2.75 + 2.0
+    assert listed[0][6:] == ["(2", "tests)"]
     # a units file older than this run is not this run's
     assert "slowest test units" not in stage_times.report(since=units_log.stat().st_mtime + 1)
+
+
+def test_the_cpu_a_test_uses_travels_on_its_report_with_its_childrens(tmp_path):
+    """The process that runs a test measures each phase's CPU, a waited-for child's included
+    (about a second: one small pytest run)."""
+    import subprocess
+    (tmp_path / "conftest.py").write_text(
+        "from tests.support.unit_times import UnitTimes\n"
+        "def pytest_configure(config):\n"
+        "    config.pluginmanager.register(UnitTimes(str), 'unit_times')\n"
+        "def pytest_runtest_logreport(report):\n"
+        "    if report.when == 'call':\n"
+        "        print('\\n@cpu', report.nodeid, round(report.cpu_seconds, 2))\n")
+    (tmp_path / "test_spending.py").write_text(
+        "import subprocess, sys\n"
+        "def test_idle():\n    pass\n"
+        "def test_busy_child():\n"
+        "    spin = 'import time\\nwhile time.process_time() < 0.6: pass'\n"
+        "    subprocess.run([sys.executable, '-c', spin], check=True)\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-s", "-q", "-p", "no:cacheprovider",
+                          "-p", "no:xdist", "-p", "no:nbval", "--rootdir", str(tmp_path),
+                          str(tmp_path)], cwd=tmp_path, capture_output=True, text=True,
+                         env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0, run.stdout[-2000:]
+    cpu = {line.split()[1].split("::")[1]: float(line.split()[2])
+           for line in run.stdout.splitlines() if line.startswith("@cpu")}
+    assert cpu["test_idle"] < 0.1 and cpu["test_busy_child"] >= 0.6
 
 
 def test_a_pytest_xdist_worker_leaves_the_units_to_the_controller(tmp_path):
