@@ -90,7 +90,9 @@ include lite/lite.mk
 # Google Colab's stock runtime's versions (colab/runtime.txt: TensorFlow 2.20, tf_keras, Keras 3,
 # numpy 2.1, ipywidgets 7.7.1) and the lab installed beside them by the notebooks' Colab cell.
 # pip check first: the lab's own requirements are met by that runtime, so installing the lab on
-# Colab replaces none of its packages.  CI runs it after `make test` (.ci/run).
+# Colab replaces none of its packages.  CI runs it after `make test` (.ci/run).  Each TensorFlow
+# notebook runs on the other CPU kernel path than in `make test` (IPU_LAB_KERNEL_PATHS=swapped:
+# tests/support/kernel_paths.py), so CI runs every one on both oneDNN's and Eigen's kernels.
 # On Colab's own Python (3.13) where this machine has one (on PATH, or pyenv's), else $(PYTHON):
 # the stage's name says which ran.
 COLAB_PYTHON ?= $(or $(firstword $(foreach python,$(shell command -v python3.13) \
@@ -112,7 +114,7 @@ test-colab: $(COLAB_STAMP)
 	$(COLAB_VENV)/bin/python -m pip uninstall --quiet --yes ipu-emulator
 	$(STAGE) "the Colab install cell" -- $(COLAB_VENV)/bin/python scripts/colab_release.py install-as-colab
 	$(COLAB_VENV)/bin/python -m pip check
-	IPU_EMULATOR_DATA=sample IPU_LAB_SOLUTIONS=1 MPLBACKEND=Agg \
+	IPU_EMULATOR_DATA=sample IPU_LAB_SOLUTIONS=1 MPLBACKEND=Agg IPU_LAB_KERNEL_PATHS=swapped \
 		$(STAGE) "notebooks on Colab's versions (Python $(COLAB_PYTHON_VERSION))" -- \
 		$(COLAB_VENV)/bin/python -m pytest -n $(TEST_WORKERS) -p no:cacheprovider --nbval-lax notebooks
 

@@ -14,14 +14,15 @@ This file decides what runs together, by units of work that go whole to one work
 
 (pytest-xdist's own ``--dist loadgroup`` cannot do this under pytest 9.2, which no longer
 reads the node id that loadgroup rewrites; a scheduler of our own groups by path instead.)
-The notebook checks (legibility, kernel memory) and the JupyterLite numbers are plugins in
-``tests/support/``.
+The notebook checks (legibility, kernel memory, each TensorFlow notebook's CPU kernel path) and
+the JupyterLite numbers are plugins in ``tests/support/``.
 """
 import os
 
 import pytest
 
-pytest_plugins = ["tests.support.notebook_checks", "tests.support.lite_report"]
+pytest_plugins = ["tests.support.kernel_paths", "tests.support.notebook_checks",
+                  "tests.support.lite_report"]
 
 # The scripts in the tutorials' layouts are run by tests as child processes; collected as
 # docstring-example modules they would train at import time.

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.kernel_paths import assigned_paths, path_of_setting
+
 LOG_VARIABLE = "IPU_LEGIBILITY_LOG"
 RESOURCE_VARIABLE = "IPU_RESOURCE_LOG"
 STARTUP = Path(__file__).resolve().with_name("notebook_startup.py")
@@ -116,6 +118,12 @@ def pytest_runtest_makereport(item, call):
         for key in ("peak_bytes", "private_peak_bytes"):
             usage[key] = max(usage[key], record[key])
         usage["tensorflow"] = usage["tensorflow"] or record["tensorflow"]
+        usage["kernels"] = path_of_setting(record.get("onednn_setting"))
+    assigned = assigned_paths().get(notebook)
+    if assigned and usage.get("kernels") not in (None, assigned):
+        _fail(report, "The notebook's kernel runs on the wrong CPU kernels:",
+              [f"{notebook} is assigned {assigned}'s kernels (tests/support/kernel_paths.py), "
+               f"its kernel started on {usage['kernels']}'s"])
     limit = (KERNEL_LIMITS.get(notebook, TENSORFLOW_KERNEL_LIMIT) if usage["tensorflow"]
              else PLAIN_KERNEL_LIMIT)
     if usage["private_peak_bytes"] > limit:
@@ -145,5 +153,6 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.write_line(
             f"{notebook:<48} {usage['seconds']:6.1f} s  {usage['peak_bytes'] / GB:5.2f} GB"
             f"  {usage['private_peak_bytes'] / GB:5.2f} GB"
-            f"{'  (TensorFlow)' if usage['tensorflow'] else ''}")
+            + (f"  (TensorFlow, {usage.get('kernels', '?')}'s kernels)" if usage["tensorflow"]
+               else ""))
     terminalreporter.write_line(f"(written to {resources_json.relative_to(config.rootpath)})")

@@ -147,7 +147,9 @@ def _install_resource_log(log_and_shell=_log_and_shell):
             private["peak_bytes"] = max(private["peak_bytes"], private_bytes())
         record = {"pid": os.getpid(), "peak_bytes": peak_rss_bytes(),
                   "private_peak_bytes": private["peak_bytes"],
-                  "tensorflow": "tensorflow" in sys.modules}
+                  "tensorflow": "tensorflow" in sys.modules,
+                  # which CPU kernels TensorFlow takes here (tests/support/kernel_paths.py)
+                  "onednn_setting": os.environ.get("TF_ENABLE_ONEDNN_OPTS")}
         with open(log_path, "a", encoding="utf-8") as log:
             log.write(json.dumps(record) + "\n")
 
