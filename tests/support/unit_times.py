@@ -26,9 +26,11 @@ LOG = Path(__file__).resolve().parents[2] / "build" / "test_units.tsv"
 
 def cpu_seconds_so_far() -> float:
     """User and system CPU of this process and of the children it has waited for."""
+    from tests.support.child_python import forked_cpu_seconds   # the fork server's children
     own, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF,
                                                           resource.RUSAGE_CHILDREN))
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return (own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+            + forked_cpu_seconds())
 
 
 class UnitTimes:
