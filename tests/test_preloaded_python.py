@@ -2,6 +2,7 @@
 fresh ``python -m module`` would (arguments, working directory, environment, sys.path,
 output, exit code, exit handlers, a time limit), only with TensorFlow imported already.
 One server for the module (its TensorFlow import: about 3 s of CPU, once)."""
+import json
 import subprocess
 import sys
 import textwrap
@@ -52,7 +53,6 @@ def test_a_forked_child_behaves_as_a_fresh_one(server, probe_dir):
     assert server.can_run(env)
     forked = server.run_module("probe", ["3", "an argument"], probe_dir, env, timeout=60)
     new = fresh(["3", "an argument"], probe_dir, env)
-    import json
     said = [json.loads(out.splitlines()[0]) for _, out, _ in (forked, new)]
     # the only difference allowed: TensorFlow is imported already in the fork
     assert said[0].pop("tensorflow_loaded") is True and said[1].pop("tensorflow_loaded") is False
