@@ -28,11 +28,15 @@ def test_reproduces_tutorial_3_within_15_percent():
 
 
 def test_launch_overhead_shrinks_as_steps_per_execution_grow():
-    fractions = [simulate(FeedsConfig(steps_per_execution=n)).with_feeds.launch_fraction
-                 for n in (1, 2, 5, 10, 100, 1000)]
+    results = {n: simulate(FeedsConfig(steps_per_execution=n)).with_feeds
+               for n in (1, 2, 5, 10, 100, 1000)}
+    fractions = [program.launch_fraction for program in results.values()]
     assert all(a > b for a, b in zip(fractions, fractions[1:]))
-    totals = [seconds for _, seconds in sweep(FeedsConfig())]
+    points = dict(sweep(FeedsConfig()))
+    totals = list(points.values())
     assert all(a >= b for a, b in zip(totals, totals[1:]))
+    # The sweep's totals (worked out without the traces) are simulate's.
+    assert {n: points[n] for n in results} == {n: p.total_seconds for n, p in results.items()}
     one = simulate(FeedsConfig(steps_per_execution=1))
     assert one.with_feeds.total_seconds == pytest.approx(one.without_feeds.total_seconds, rel=0.01)
 
