@@ -344,9 +344,38 @@ ENGINE_RUNS = {
 }
 
 
-def pipeline(schedule, unit_cost, count):
-    return simulate_pipeline(unit_stages(4), schedule, gradient_accumulation_count=count,
-                             unit_cost=unit_cost, batch_size=32)
+def pipeline(schedule, unit_cost, count, stages=4, passes=1):
+    return _pipeline(schedule, unit_cost, count, stages, passes)
+
+
+@functools.lru_cache(maxsize=None)  # called with positional arguments only: one key a trace
+def _pipeline(schedule, unit_cost, count, stages, passes):
+    return simulate_pipeline(unit_stages(stages), schedule, gradient_accumulation_count=count,
+                             unit_cost=unit_cost, repeat_count=passes, batch_size=32)
+
+
+# A drawing takes a few tenths of a second (most of this file's time), and several tests
+# look at the same trace from different sides: each trace is drawn and checked once, by the
+# first test that needs it.  A figure stays whole after close_figures closes it (the tests
+# read its texts and patches; none changes it).  By the Timeline's identity (a Timeline is
+# not hashable; ``_pipeline`` keeps each alive, so its id is never reused).
+_DRAWN, _DRAWN_SVG = {}, {}
+
+
+def drawn(timeline):
+    """``plot_timeline(timeline)``'s Axes and the figure_problems of its drawing."""
+    if id(timeline) not in _DRAWN:
+        ax = plot_timeline(timeline)
+        _DRAWN[id(timeline)] = ax, figure_problems(ax.figure)
+    return _DRAWN[id(timeline)]
+
+
+def drawn_svg(timeline):
+    """``timeline_svg([timeline])`` and its svg_problems."""
+    if id(timeline) not in _DRAWN_SVG:
+        svg = timeline_svg([timeline])
+        _DRAWN_SVG[id(timeline)] = svg, svg_problems(svg)
+    return _DRAWN_SVG[id(timeline)]
 
 
 def pipeline_case(index, schedule, unit_cost, count):
@@ -362,7 +391,7 @@ def pipeline_case(index, schedule, unit_cost, count):
     pipeline_case(i, *case)
     for i, case in enumerate(itertools.product(SCHEDULES, (True, False), (8, 16)))])
 def test_plot_timeline_of_a_pipeline_is_legible(schedule, unit_cost, count):
-    assert figure_problems(plot_timeline(pipeline(schedule, unit_cost, count)).figure) == []
+    assert drawn(pipeline(schedule, unit_cost, count))[1] == []
 
 
 @pytest.mark.parametrize("name", list(ENGINE_RUNS))
@@ -391,29 +420,28 @@ RAMPS = {"wide": dict(stages=4, count=8, unit_cost=True, passes=1),
          "narrow": dict(stages=2, count=16, unit_cost=False, passes=2)}
 
 
-@functools.lru_cache(maxsize=None)
 def schedule_trace(schedule, ramps):
-    r = RAMPS[ramps]
-    return simulate_pipeline(unit_stages(r["stages"]), schedule,
-                             gradient_accumulation_count=r["count"], unit_cost=r["unit_cost"],
-                             repeat_count=r["passes"], batch_size=32)
+    """The same Timeline object for the same arguments (``pipeline`` is cached), so that
+    ``drawn`` draws it once: the wide ramps are the grid's unit-cost cases of 8."""
+    return pipeline(schedule, count=RAMPS[ramps]["count"], unit_cost=RAMPS[ramps]["unit_cost"],
+                    stages=RAMPS[ramps]["stages"], passes=RAMPS[ramps]["passes"])
 
 
 @pytest.mark.parametrize("ramps", list(RAMPS))
 @pytest.mark.parametrize("schedule", ["grouped", "interleaved", "sequential"])
 def test_the_views_name_every_phase_of_the_schedules_notebooks_draw(schedule, ramps):
     timeline = schedule_trace(schedule, ramps)
-    assert figure_problems(plot_timeline(timeline).figure) == []
-    assert svg_problems(timeline_svg([timeline])) == []
+    assert drawn(timeline)[1] == []
+    assert drawn_svg(timeline)[1] == []
 
 
 def test_narrow_ramps_are_named_short_or_in_the_legend():
     timeline = schedule_trace("grouped", "narrow")
-    ax = plot_timeline(timeline)
-    assert figure_problems(ax.figure) == []  # draws it
-    drawn = [t.shown for t in ax.texts if hasattr(t, "shown")]
-    assert "main" in drawn
-    assert "ramp-up" not in drawn and "ramp-down" not in drawn  # too narrow for their names
+    ax, problems = drawn(timeline)  # drawn, so each phase's text knows what it showed
+    assert problems == []
+    shown = [t.shown for t in ax.texts if hasattr(t, "shown")]
+    assert "main" in shown
+    assert "ramp-up" not in shown and "ramp-down" not in shown  # too narrow for their names
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert {"ramp-up (up)", "main", "ramp-down (down)"} <= set(legend)
     svg = timeline_svg([timeline], width=960)
@@ -421,18 +449,17 @@ def test_narrow_ramps_are_named_short_or_in_the_legend():
 
 
 def test_wide_ramps_are_named_in_full_above_the_lanes():
-    svg = timeline_svg([schedule_trace("grouped", "wide")])
+    svg = drawn_svg(schedule_trace("grouped", "wide"))[0]
     for name in ("ramp-up", "main", "ramp-down"):
         assert f'text-anchor="middle" fill="#333">{name}</text>' in svg
 
 
 def test_a_sequential_pass_is_named_one_ipu_at_a_time_not_main():
     timeline = schedule_trace("sequential", "wide")
-    ax = plot_timeline(timeline)
-    figure_problems(ax.figure)
-    drawn = [t.shown for t in ax.texts if hasattr(t, "shown")]
-    assert "one IPU at a time" in drawn and "main" not in drawn
-    svg = timeline_svg([timeline])
+    ax = drawn(timeline)[0]  # drawn, so each phase's text knows what it showed
+    shown = [t.shown for t in ax.texts if hasattr(t, "shown")]
+    assert "one IPU at a time" in shown and "main" not in shown
+    svg = drawn_svg(timeline)[0]
     assert 'data-phase="one IPU at a time"' in svg and 'data-phase="main"' not in svg
 
 
@@ -440,7 +467,7 @@ def test_the_host_lane_is_tinted_only_by_the_hosts_own_boxes():
     """Phases, engine runs and folds shade the IPU lanes only (notebook 09's host lane
     looked busy all along)."""
     timeline = schedule_trace("grouped", "narrow")
-    ax = plot_timeline(timeline)
+    ax = drawn(timeline)[0]
     host_bottom = 0.5 - 1.0  # the host lane is the top one, y from -0.5 to 0.5
     shading = [p for p in ax.patches if (p.get_gid() or "").startswith("phase:")]
     assert shading
@@ -449,7 +476,7 @@ def test_the_host_lane_is_tinted_only_by_the_hosts_own_boxes():
             ax.transAxes.transform((0, patch.get_path().get_extents(
                 patch.get_patch_transform()).y1)))[1]
         assert top <= host_bottom + 1e-9
-    root = ET.fromstring(timeline_svg([timeline]))
+    root = ET.fromstring(drawn_svg(timeline)[0])
     host_y = min(float(r.get("y")) for r in root.iter(SVG + "rect")
                  if r.get("data-kind", "").startswith("host"))
     for rect in root.iter(SVG + "rect"):
