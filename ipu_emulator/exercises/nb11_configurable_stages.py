@@ -9,8 +9,10 @@ classifier (the same one the notebook's splits picker uses): micro-batches of 32
 """
 from __future__ import annotations
 
+import functools
 from itertools import combinations
-from typing import Dict, Sequence, Tuple
+from types import MappingProxyType
+from typing import Mapping, Sequence, Tuple
 
 from ipu_emulator.exercises import exercise, not_yet, right
 from ipu_emulator.sim import builtin_models, cost_model
@@ -42,8 +44,13 @@ def _micro_seconds(seconds: float) -> str:
 
 # --- Four stages that beat two ------------------------------------------------------------
 
-def _four_stage_times() -> Dict[Tuple[str, ...], float]:
-    return {combo: _one_pass_seconds(combo) for combo in combinations(EVERY_LAYER, 3)}
+# Worked out once a process: twenty pipelines simulated (about a tenth of a second each),
+# the same for every answer checked, and a learner may check several.  Read-only, as it is
+# shared.
+@functools.lru_cache(maxsize=1)
+def _four_stage_times() -> Mapping[Tuple[str, ...], float]:
+    return MappingProxyType({combo: _one_pass_seconds(combo)
+                             for combo in combinations(EVERY_LAYER, 3)})
 
 
 def _best_four_stages() -> Tuple[str, ...]:
