@@ -21,7 +21,7 @@ import os
 
 import pytest
 
-pytest_plugins = ["tests.support.kernel_paths", "tests.support.notebook_checks",
+pytest_plugins = ["tests.support.notebook_checks", "tests.support.kernel_paths",
                   "tests.support.lite_report"]
 
 # The scripts in the tutorials' layouts are run by tests as child processes; collected as

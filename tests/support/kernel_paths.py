@@ -16,7 +16,7 @@ runs every TensorFlow notebook on both paths and each notebook is run once per s
 nbval starts a notebook's kernel in its first cell's set-up, with this process's environment;
 ``pytest_runtest_setup`` sets the variable for that set-up only, so nothing else the worker
 starts later inherits it.  The kernel logs the value it started with (notebook_startup.py) and
-tests/support/notebook_checks.py fails the notebook's cells if it is not the assigned one.
+``pytest_runtest_makereport`` fails the notebook's cells if it is not the assigned one.
 """
 import functools
 import json
@@ -24,6 +24,8 @@ import os
 from pathlib import Path
 
 import pytest
+
+from tests.support.notebook_checks import RESOURCES_PROPERTY, fail_report
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
@@ -54,11 +56,6 @@ def assigned_paths() -> dict:
                         swapped=os.environ.get(SWAP_VARIABLE, "") == "swapped")
 
 
-def path_of_setting(value) -> str:
-    """The path a kernel started with ``TF_ENABLE_ONEDNN_OPTS=value`` takes on x86."""
-    return EIGEN if value == "0" else ONEDNN
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_setup(item):
     path = None
@@ -76,3 +73,20 @@ def pytest_runtest_setup(item):
             os.environ.pop(VARIABLE, None)
         else:
             os.environ[VARIABLE] = before
+
+
+# tryfirst: of the hook wrappers, the last to see the report, after notebook_checks.py has put
+# the kernel's usage (its kernels among it) on it.
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    assigned = assigned_paths().get(Path(item.path).name) if report.when == "call" else None
+    if assigned is None:
+        return
+    for name, (notebook, usage) in ((n, v) for n, v in report.user_properties
+                                    if n == RESOURCES_PROPERTY):
+        if usage.get("kernels") not in (None, assigned):
+            fail_report(report, "The notebook's kernel runs on the wrong CPU kernels:",
+                  [f"{notebook} is assigned {assigned}'s kernels (tests/support/"
+                   f"kernel_paths.py), its kernel started on {usage['kernels']}'s"])
