@@ -22,6 +22,19 @@ from pathlib import Path
 LOG = Path(__file__).resolve().parents[1] / "build" / "stage_times.tsv"
 UNITS = LOG.with_name("test_units.tsv")
 SLOWEST_UNITS = 10
+# The suite's layers, by the test units' paths (first match): each one's share of the CPU is
+# the budget docs/setup-and-testing.md keeps.
+LAYERS = [("notebooks run by nbval", ("notebooks/",)),
+          ("JupyterLab and the JupyterLite site in Chromium", ("browser",)),
+          ("the classroom on a JupyterHub", ("hub",)),
+          ("TF2 tests (one child)", ("tf2",)),
+          ("code exercises' checks", ("tests/emulator/code_exercises/",)),
+          ("the emulator under TF1", ("tests/emulator/",)),
+          ("the runner and Graphcore's layouts", ("tests/cli/",)),
+          ("pure layers (simulator, views, widgets, exercises)",
+           ("tests/sim/", "tests/views/", "tests/widgets/", "tests/exercises/", "tests/lessons/",
+            "ipu_emulator/", "widgets/", "tests/test_pure_layers.py")),
+          ("scripts, stored notebooks, kernel paths", ("tests/scripts/", "tests/notebooks/"))]
 
 
 def run(name: str, command: list[str]) -> int:
@@ -59,7 +72,24 @@ def report(since: float) -> str:
                      "CPU of the test and the children it waited for):")
         lines += [f"  {seconds:7.1f} s  {cpu:7.1f} s CPU  {unit} ({tests} tests)"
                   for seconds, unit, tests, cpu in units]
+        shares = layer_shares(all_units(UNITS))
+        total_cpu = sum(cpu for _, cpu in shares) or 1.0
+        lines.append(f"CPU by layer ({total_cpu / 60:.1f} min measured; Chromium's not counted):")
+        lines += [f"  {cpu:7.1f} s  {100 * cpu / total_cpu:3.0f} %  {layer}"
+                  for layer, cpu in shares]
     return "\n".join(lines)
+
+
+def layer_of(unit: str) -> str:
+    return next((layer for layer, prefixes in LAYERS if unit.startswith(prefixes)), "other")
+
+
+def layer_shares(units) -> list[tuple[str, float]]:
+    """Each layer's CPU over ``units`` ((seconds, unit, tests, cpu) rows), largest first."""
+    cpu = {}
+    for _, unit, _, unit_cpu in units:
+        cpu[layer_of(unit)] = cpu.get(layer_of(unit), 0.0) + unit_cpu
+    return sorted(cpu.items(), key=lambda item: -item[1])
 
 
 def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
@@ -83,8 +113,13 @@ def slowest_units(since: float, log: Path | None = None) -> list[tuple[float, st
     log = log or UNITS
     if not log.exists() or log.stat().st_mtime < since:
         return []
+    return all_units(log)[:SLOWEST_UNITS]
+
+
+def all_units(log: Path) -> list[tuple[float, str, int, float]]:
+    """Every unit ``log`` lists (seconds, unit, tests, CPU seconds), slowest first."""
     units = []
-    for line in log.read_text(encoding="utf-8").splitlines()[:SLOWEST_UNITS]:
+    for line in log.read_text(encoding="utf-8").splitlines():
         seconds, unit, tests, cpu = line.split("\t")
         units.append((float(seconds), unit, int(tests), float(cpu)))
     return units

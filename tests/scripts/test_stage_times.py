@@ -53,6 +53,8 @@ def test_the_report_names_the_cpu_and_the_ten_slowest_units_of_this_run(tmp_path
     assert [row[5] for row in listed] == [f"tests/test_{n:02}.py" for n in range(11, 1, -1)]
     assert listed[0][:5] == ["15.0", "s", "7.5", "s", "CPU"]   # 2.75 + 2.75 + 2.0
     assert listed[0][6:] == ["(2", "tests)"]
+    assert "CPU by layer" in report   # twelve units of 0, 0.5, ... 5.5 s of CPU, +2 s: 35 s
+    assert "     35.0 s  100 %  other" in report
     # a units file older than this run is not this run's
     assert "slowest test units" not in stage_times.report(since=units_log.stat().st_mtime + 1)
 
@@ -98,3 +100,18 @@ def test_the_cpu_model_names_its_widest_vector_instructions(tmp_path):
     cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC 7B13\nflags\t\t: fpu avx avx2\n\n"
                        "processor\t: 1\nmodel name\t: AMD EPYC 7B13\nflags\t\t: fpu avx avx2\n")
     assert stage_times.cpu_model(cpuinfo) == "AMD EPYC 7B13, 2 cores, AVX2"
+
+
+def test_each_unit_counts_towards_one_layer_and_the_shares_add_up():
+    rows = [(9.0, "notebooks/03_tf2_infeed_outfeed.ipynb", 40, 6.0), (5.0, "browser", 26, 1.0),
+            (4.0, "tests/emulator/code_exercises/test_nb02_loops.py", 9, 3.0),
+            (3.0, "tests/emulator/programs/test_compile.py", 9, 2.0),
+            (1.0, "ipu_emulator/sim/schedules.py", 4, 0.5), (1.0, "tests/views/test_svg.py", 9, 0.5),
+            (0.5, "tests/notebooks/test_kernel_paths.py::test_a", 1, 1.0)]
+    shares = dict(stage_times.layer_shares(rows))
+    assert shares == {"notebooks run by nbval": 6.0,
+                      "JupyterLab and the JupyterLite site in Chromium": 1.0,
+                      "code exercises' checks": 3.0, "the emulator under TF1": 2.0,
+                      "pure layers (simulator, views, widgets, exercises)": 1.0,
+                      "scripts, stored notebooks, kernel paths": 1.0}
+    assert [layer for layer, _ in stage_times.layer_shares(rows)][0] == "notebooks run by nbval"
