@@ -36,14 +36,24 @@ PYODIDE_CORE = ["pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_st
 # Loaded by the kernel at start-up through pyodide's lock (micropip, then piplite.install of
 # ipython and jedi), at the versions Pyodide 314.0.6 locks; PyPI serves them as plain wheels.
 LOCK_ROOTS = ["micropip", "packaging", "ipython", "jedi"]
-# Not in Pyodide's lock but needed: ipython 9.12 requires ipython-pygments-lexers.
-EXTRA_LOCK = {"ipython-pygments-lexers": "1.1.1", "comm": "0.2.3",
-              "ipywidgets": "8.1.9", "jupyterlab-widgets": "3.0.17"}
+# Not in Pyodide's lock but the kernel itself needs them: ipython 9.12 requires
+# ipython-pygments-lexers, and the kernel's start-up runs piplite.install("comm").
+KERNEL_EXTRA = {"ipython-pygments-lexers": "1.1.1", "comm": "0.2.3"}
+# What the site adds for its notebooks: the widgets (the project's wheel comes on top).
+# Not jupyterlab-widgets, which ipywidgets requires: its wheel is the widgets' front end
+# (0.7 MB of JavaScript that no Python imports), which the site serves as a JupyterLab
+# extension; in the kernel it only cost the learner its download and unpacking before the
+# first trace (loadPackage does not read Requires-Dist).
+SITE_EXTRA = {"ipywidgets": "8.1.9"}
+EXTRA_LOCK = {**KERNEL_EXTRA, **SITE_EXTRA}
 EXTRA_DEPENDS = {"ipython": ["ipython-pygments-lexers"],
-                 "ipywidgets": ["comm", "ipython", "traitlets", "jupyterlab-widgets"],
+                 "ipywidgets": ["comm", "ipython", "traitlets"],
                  "ipu-emulator": ["ipywidgets"]}
-# Preloaded while Pyodide starts, so the notebook imports them with no %pip cell.
-PRELOAD = ["micropip", "ipu-emulator"]
+# The bare site (``--bare-out``): the same JupyterLite, kernel and Pyodide with nothing of
+# ours, one empty notebook; tests/lite/ times its kernel start-up as the floor the site's
+# first trace is held to.  The widgets' front end (jupyterlab-widgets) is ours, so it goes.
+BARE_NOTEBOOK = "empty.ipynb"
+WIDGETS_EXTENSION = "@jupyter-widgets/jupyterlab-manager"
 
 NOTEBOOKS = ["notebooks/00_how_an_ipu_runs_a_program.ipynb",
              "notebooks/08_pipeline_playground.ipynb", "notebooks/04_feeds_explorer.ipynb",
@@ -77,8 +87,8 @@ def fetch_pyodide(work: Path) -> Path:
     return npm_dir / "node_modules/pyodide"
 
 
-def lock_closure(lock: dict) -> dict:
-    """name -> version for LOCK_ROOTS and their lock dependencies, plus EXTRA_LOCK."""
+def lock_closure(lock: dict, extra: dict = EXTRA_LOCK) -> dict:
+    """name -> version for LOCK_ROOTS and their lock dependencies, plus ``extra``."""
     packages = {norm(k): v for k, v in lock["packages"].items()}
     need, todo = {}, list(LOCK_ROOTS)
     while todo:
@@ -87,7 +97,7 @@ def lock_closure(lock: dict) -> dict:
             continue
         need[name] = packages[name]["version"]
         todo += packages[name]["depends"]
-    need.update(EXTRA_LOCK)
+    need.update(extra)
     return need
 
 
@@ -225,42 +235,92 @@ def lite_notebook(src: Path, dest: Path) -> None:
     dest.write_text(json.dumps(nb, indent=1))
 
 
+def jupyter_lite_build(jupyter: str, lite_dir: Path, out: Path) -> None:
+    shutil.rmtree(out, ignore_errors=True)
+    run(jupyter, "lite", "build", "--lite-dir", lite_dir, "--output-dir", out,
+        "--contents", lite_dir / "files", "--no-sourcemaps", cwd=lite_dir)
+
+
+def site_source(work: Path, name: str) -> Path:
+    """An empty lite dir ``work/<name>`` with the Pyodide core in jupyterlite's well-known
+    local place (static/pyodide: `jupyter lite build` copies it and points pyodideUrl at it)."""
+    lite_dir = work / name
+    shutil.rmtree(lite_dir, ignore_errors=True)
+    (lite_dir / "static/pyodide").mkdir(parents=True)
+    (lite_dir / "files").mkdir()
+    for file in PYODIDE_CORE:
+        shutil.copy2(work / "npm/node_modules/pyodide" / file, lite_dir / "static/pyodide" / file)
+    return lite_dir
+
+
+def write_config(lite_dir: Path, bare: bool = False) -> None:
+    """jupyter-lite.json and overrides.json: the site's, or the bare site's (nothing
+    preloaded, JupyterLite's own app name).  Both keep the kernel off the
+    internet and the settings defaults (no news or update checks, every cell kept in the DOM,
+    the kernel started without a dialog), which cost nothing at start-up."""
+    config = json.loads((HERE / "jupyter-lite.json").read_text())
+    data = config["jupyter-config-data"]
+    kernel = data["litePluginSettings"]["@jupyterlite/pyodide-kernel-extension:kernel"]
+    if bare:
+        del data["appName"], kernel["loadPyodideOptions"]
+    (lite_dir / "jupyter-lite.json").write_text(json.dumps(config, indent=1))
+    shutil.copy2(HERE / "overrides.json", lite_dir / "overrides.json")
+
+
+def build_bare(work: Path, out: Path, jupyter: str) -> None:
+    """The floor to compare the site with: the same jupyterlite-core, pyodide-kernel and
+    Pyodide, only the wheels the kernel itself loads (LOCK_ROOTS, KERNEL_EXTRA), one empty
+    notebook, no widgets front end."""
+    lite_dir = site_source(work, "bare-src")
+    core = work / "npm/node_modules/pyodide"
+    versions = lock_closure(json.loads((core / "pyodide-lock.json").read_text()), KERNEL_EXTRA)
+    write_lock(core, [find_wheel(work / "wheels", n, v) for n, v in versions.items()],
+               lite_dir / "static/pyodide")
+    write_config(lite_dir, bare=True)
+    empty = {"cells": [], "nbformat": 4, "nbformat_minor": 5, "metadata": {"kernelspec": {
+        "name": "python", "display_name": "Python (Pyodide)", "language": "python"}}}
+    (lite_dir / "files" / BARE_NOTEBOOK).write_text(json.dumps(empty, indent=1))
+    jupyter_lite_build(jupyter, lite_dir, out)
+    # `jupyter lite build` takes every federated extension of its environment; the widgets'
+    # is the site's, not JupyterLite's.
+    config_file = out / "jupyter-lite.json"
+    config = json.loads(config_file.read_text())
+    data = config["jupyter-config-data"]
+    data["federated_extensions"] = [e for e in data["federated_extensions"]
+                                    if e["name"] != WIDGETS_EXTENSION]
+    config_file.write_text(json.dumps(config, indent=2))
+    shutil.rmtree(out / "extensions" / WIDGETS_EXTENSION)
+    (out / "extensions" / WIDGETS_EXTENSION).parent.rmdir()      # its npm scope's folder
+    print(f"bare site: {out}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=REPO / "build/lite")
     ap.add_argument("--work", type=Path, default=REPO / "build/lite-work")
+    ap.add_argument("--bare-out", type=Path, help="also build the bare site (build_bare) here")
     ap.add_argument("--jupyter", default=str(Path(sys.executable).parent / "jupyter"))
     args = ap.parse_args()
     work, out = args.work.resolve(), args.out.resolve()
-    lite_dir = work / "site-src"
-    shutil.rmtree(lite_dir, ignore_errors=True)
-    static = lite_dir / "static/pyodide"          # jupyterlite's well-known local Pyodide
-    static.mkdir(parents=True)
-    (lite_dir / "files").mkdir()
 
     core = fetch_pyodide(work)
-    for name in PYODIDE_CORE:
-        shutil.copy2(core / name, static / name)
+    lite_dir = site_source(work, "site-src")
+    static = lite_dir / "static/pyodide"
     versions = lock_closure(json.loads((core / "pyodide-lock.json").read_text()))
     wheel_dir = work / "wheels"
     download_wheels(versions, wheel_dir)
     own = project_wheel(work, wheel_dir)
     wheels = [own] + [find_wheel(wheel_dir, n, v) for n, v in versions.items()]
     write_lock(core, wheels, static)
-
-    config = json.loads((HERE / "jupyter-lite.json").read_text())
-    (lite_dir / "jupyter-lite.json").write_text(json.dumps(config, indent=1))
-    # Settings defaults: no news or update checks (they would leave the site), every cell
-    # kept in the DOM, the kernel started without a dialog.
-    shutil.copy2(HERE / "overrides.json", lite_dir / "overrides.json")
+    write_config(lite_dir)
     for nb in NOTEBOOKS:
         lite_notebook(REPO / nb, lite_dir / "files" / Path(nb).name)
 
-    shutil.rmtree(out, ignore_errors=True)
-    run(args.jupyter, "lite", "build", "--lite-dir", lite_dir, "--output-dir", out,
-        "--contents", lite_dir / "files", "--no-sourcemaps", cwd=lite_dir)
+    jupyter_lite_build(args.jupyter, lite_dir, out)
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     print(f"site: {out} ({size / 1e6:.1f} MB); serve it with `make serve-lite`")
+    if args.bare_out:
+        build_bare(work, args.bare_out.resolve(), args.jupyter)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@
 LITE_VENV ?= build/lite-venv
 LITE_OUT ?= build/lite
 LITE_WORK ?= build/lite-work
+# The bare JupyterLite site (lite/build.py --bare-out), the floor tests/lite/ times the site against.
+LITE_BARE ?= $(LITE_OUT)-bare
 LITE_STAMP := $(LITE_VENV)/.installed-stamp
 
 .PHONY: lite serve-lite test-lite
@@ -23,7 +25,7 @@ $(LITE_STAMP): lite/requirements-lite.txt
 
 lite: $(LITE_STAMP)
 	@bash scripts/ensure_npm.sh
-	$(LITE_VENV)/bin/python lite/build.py --out $(LITE_OUT) --work $(LITE_WORK)
+	$(LITE_VENV)/bin/python lite/build.py --out $(LITE_OUT) --work $(LITE_WORK) --bare-out $(LITE_BARE)
 
 serve-lite: lite
 	@echo "Open http://127.0.0.1:8000/lab/index.html (Ctrl+C stops the server)."

@@ -14,12 +14,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.lab_driver import chromium_for_tests, keep_failure_screenshot
-from tests.support.lite_driver import NUMBERS, NetworkLog, SiteServer, lite_notebooks, site_dir
+from tests.support.lite_driver import (NUMBERS, VIEWPORT, NetworkLog, SiteServer, bare_site_dir,
+                                       lite_build, lite_notebooks, site_dir)
 from tests.support.lite_report import NUMBERS_PROPERTY
 
 HERE = Path(__file__).parent
-
-VIEWPORT = {"width": 1400, "height": 1000}
 
 
 def pytest_collection_modifyitems(items):
@@ -54,6 +53,23 @@ def site():
 
 
 @pytest.fixture(scope="module")
+def bare_site(site):
+    """The bare JupyterLite site built beside the site; fails (never skips) when missing."""
+    folder = bare_site_dir()
+    if not (folder / "files" / lite_build().BARE_NOTEBOOK).is_file():
+        pytest.fail(f"No bare JupyterLite site in {folder}: `make lite` builds it beside the "
+                    "site (lite/build.py --bare-out), or set IPU_LAB_LITE_BARE.", pytrace=False)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def bare_server(bare_site, tmp_path_factory):
+    """The bare site served on 127.0.0.1, like ``server``."""
+    with SiteServer(bare_site, tmp_path_factory.mktemp("lite-bare") / "http.log") as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
 def server(site, tmp_path_factory):
     """The site served on 127.0.0.1 (``SiteServer``: ``.origin``, ``.sent_bytes()``)."""
     with SiteServer(site, tmp_path_factory.mktemp("lite") / "http.log") as running:
@@ -84,17 +100,27 @@ def context(chromium, origin):
         ctx.close()
 
 
-@pytest.fixture
-def page(context, request, tmp_path):
-    """A new page (tab) in the shared context; on failure a screenshot is kept."""
+@pytest.fixture(scope="module")
+def _one_page(context):
     page = context.new_page()
+    page.kernel = None            # the kernel the notebooks share, once one has started it
     try:
         yield page
     finally:
+        page.close()
+
+
+@pytest.fixture
+def shared_page(_one_page, request, tmp_path):
+    """One tab for the site's other notebooks, which run one after another in one kernel
+    (``lite_driver.open_in_running_kernel``: a Pyodide costs tens of CPU seconds to start,
+    and what it starts is the same for each); on failure a screenshot of it is kept."""
+    try:
+        yield _one_page
+    finally:
         report = getattr(request.node, "_lite_report_call", None)
         if report is not None and report.failed:
-            keep_failure_screenshot(page, report, tmp_path)
-        page.close()
+            keep_failure_screenshot(_one_page, report, tmp_path)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -5,24 +5,32 @@ Notebook 08 is checked in detail: all cells run without an error, the playground
 redraws at each of five schedule and split changes (widgets froze after a few changes in some
 JupyterLite versions), an invalid gradient accumulation count shows the SDK's message, and
 after the learner saves an edit, the reset notebooks/README.md gives (clearing the site's
-data) and a reload start it again from the warm cache without the edit.  Every other notebook of lite/build.py's NOTEBOOKS
-runs top to bottom without an error.  No request may leave 127.0.0.1: the site brings
-everything it needs.  The numbers (site size, page open to first trace with a cold and a warm
-cache, redraw time) are printed at the end of the run; README.md quotes them.
+data) and a reload start it again from the warm cache without the edit.  Its first trace,
+on a cold cache, must come within 1.5 times the floor: a bare JupyterLite's kernel-ready time
+(the same JupyterLite, kernel and Pyodide with nothing of ours), measured just before in the
+same browser.  Every other notebook of lite/build.py's NOTEBOOKS runs top to bottom without
+an error.  No request may leave 127.0.0.1: the site brings everything it needs.  The numbers
+(site size, page open to first trace with a cold and a warm cache, the floor and the ratio,
+redraw time) are printed at the end of the run; README.md quotes them.
 """
 import json
 import re
 import time
+from pathlib import Path
 
 import pytest
 
 from tests.support.lab_driver import (code_cell, error_outputs, notebook_panel, save_notebook,
                                      screenshot, screenshots_dir, select_dropdown,
                                      stderr_outputs, wait_for_html_change, widget_html)
-from tests.support.lite_driver import (NUMBERS, clear_site_storage, lite_notebooks, open_notebook,
-                         site_size, start_run_all, wait_until_all_ran)
+from tests.support.lite_driver import (NUMBERS, VIEWPORT, NetworkLog, clear_site_storage,
+                                       kernel_ready, lite_build, lite_notebooks,
+                                       open_in_running_kernel, open_notebook, site_size,
+                                       start_run_all, wait_until_all_ran)
 
+REPO = Path(__file__).resolve().parents[2]
 PLAYGROUND = "08_pipeline_playground.ipynb"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 TRACE_CLASS = "ipu-playground-trace"
 REDRAW_TIMEOUT = 60_000   # ms
 # Five redraws; the split goes back to the notebook's own at the end, so the playground has
@@ -34,6 +42,11 @@ LEARNERS_EDIT = "a learner's edit, saved before the reset"
 # A learner downloads the whole site on the first visit (a classroom's network carries it
 # once per learner); 41 MB measured, mostly Pyodide and the JupyterLab front end.
 MAX_SITE_MB = 60
+# Issue 39: the playground's first trace within 1.5 times a bare JupyterLite's kernel-ready
+# time (the same JupyterLite, kernel and Pyodide with nothing of ours, lite/build.py's bare
+# site), both on a cold cache in this browser: what the site loads beyond that floor must
+# wait until the first trace is drawn.
+MAX_FLOOR_RATIO = 1.5
 
 
 def assert_no_errors(page, network, name):
@@ -65,11 +78,29 @@ def test_the_site_serves_everything_itself(site):
     assert size < MAX_SITE_MB * 1e6, f"the site is {size / 1e6:.1f} MB"
 
 
-def check_the_playground(page, context, server):
-    """Notebook 08 in detail: its first visit (cold cache), five redraws, the SDK's message,
-    and a second visit (warm cache)."""
+def bare_kernel_ready(chromium, bare_server) -> float:
+    """The floor: seconds from opening the bare site's empty notebook to a trivial cell's
+    result, in a browser context of its own (a cold cache)."""
+    context = chromium.new_context(viewport=VIEWPORT)
+    network = NetworkLog(context, bare_server.origin)
+    try:
+        page = context.new_page()
+        seconds = kernel_ready(page, bare_server.origin, lite_build().BARE_NOTEBOOK)
+        assert_no_errors(page, network, "the bare JupyterLite site")
+    finally:
+        context.close()
+    return round(seconds, 1)
+
+
+def check_the_playground(page, context, server, chromium, bare_server):
+    """Notebook 08 in detail: its first visit (cold cache) against the bare site's floor,
+    five redraws, the SDK's message, and a second visit (warm cache)."""
     network, origin = context.network, server.origin
+    NUMBERS["bare"] = {"kernel_ready_s": bare_kernel_ready(chromium, bare_server)}
     NUMBERS["cold"] = run_playground(page, origin)
+    NUMBERS["floor_ratio"] = round(NUMBERS["cold"]["first_trace_s"]
+                                   / NUMBERS["bare"]["kernel_ready_s"], 2)
+    NUMBERS["floor_ratio_limit"] = MAX_FLOOR_RATIO
     NUMBERS.update(downloaded_bytes=server.sent_bytes(), requests=len(network.urls))
     assert_no_errors(page, network, PLAYGROUND)
 
@@ -130,6 +161,11 @@ def check_the_playground(page, context, server):
     assert_no_errors(page, network, PLAYGROUND)
     assert LEARNERS_EDIT not in code_cell(page, 0).inner_text(), "the reset kept the edit"
 
+    assert NUMBERS["floor_ratio"] <= MAX_FLOOR_RATIO, (
+        f"the playground's first trace took {NUMBERS['cold']['first_trace_s']} s on a cold "
+        f"cache, {NUMBERS['floor_ratio']} times a bare JupyterLite's kernel-ready time "
+        f"({NUMBERS['bare']['kernel_ready_s']} s): load less before the first trace")
+
 
 def run_playground(page, origin) -> dict:
     """Open notebook 08, run all cells; seconds from asking for the page to the kernel being
@@ -149,18 +185,48 @@ def run_playground(page, origin) -> dict:
 NOTEBOOKS = sorted(lite_notebooks(), key=lambda name: name != PLAYGROUND)
 
 
-@pytest.mark.parametrize("name", NOTEBOOKS)
-def test_the_notebook_runs_in_the_browser(page, context, server, name):
-    origin = server.origin
-    if name == PLAYGROUND:
-        check_the_playground(page, context, server)
-        return
-    clear_site_storage(page, origin)
+def test_the_playground_runs_in_the_browser(shared_page, context, server, chromium, bare_server):
+    check_the_playground(shared_page, context, server, chromium, bare_server)
+    # The other notebooks may run in the second visit's kernel.
+    shared_page.kernel = shared_page.first = PLAYGROUND
+
+
+def shows_widgets(name: str) -> bool:
+    """Whether the notebook, as stored in notebooks/ with its outputs, displays a widget."""
+    stored = json.loads((REPO / "notebooks" / name).read_text(encoding="utf-8"))
+    return any(WIDGET_VIEW in out.get("data", {}) for cell in stored["cells"]
+               for out in cell.get("outputs", []))
+
+
+@pytest.mark.parametrize("name", [name for name in NOTEBOOKS if name != PLAYGROUND])
+def test_the_notebook_runs_in_the_browser(shared_page, context, server, name):
+    """Every other notebook of the site runs top to bottom in one tab, in as few kernels as
+    it can: each Pyodide costs tens of CPU seconds to start, and what it starts is the same
+    for every notebook.  A notebook that shows widgets is opened as a learner opens it and
+    starts its own kernel (JupyterLite draws a kernel's widgets only in the notebook that
+    started it); the others connect to the kernel running in the tab, the playground's.  A
+    shared kernel keeps the names of the notebooks before; nbval runs each notebook in a
+    fresh kernel, so a name a notebook forgot to define fails there, and what only the
+    browser's kernel can get wrong (a package the site lacks, a module Pyodide cannot run,
+    stderr) fails here as in a kernel of its own."""
+    page, origin = shared_page, server.origin
     started = time.monotonic()
-    open_notebook(page, origin, name)
+    if page.kernel is None or shows_widgets(name):
+        clear_site_storage(page, origin)
+        open_notebook(page, origin, name)
+        page.kernel = page.first = name
+        how = "its own kernel"
+    else:
+        how = f"the kernel of {page.first[:2]}"
+        page.kernel = open_in_running_kernel(page, name, page.kernel)
     start_run_all(page)
     wait_until_all_ran(page)
-    NUMBERS.setdefault("notebooks_s", {})[name] = round(time.monotonic() - started, 1)
+    NUMBERS.setdefault("notebooks_s", {})[name] = [round(time.monotonic() - started, 1), how]
+    loading = notebook_panel(page).get_by_text("Loading widget...")
+    try:
+        loading.first.wait_for(state="detached", timeout=REDRAW_TIMEOUT)
+    except Exception:
+        pytest.fail(f"{name}: {loading.count()} widget(s) never displayed", pytrace=False)
     screenshot(page, screenshots_dir() / f"lite_{name.removesuffix('.ipynb')}.png")
     assert_no_errors(page, context.network, name)
 

@@ -20,11 +20,12 @@ import urllib.request
 from pathlib import Path
 
 from tests.support.lab_driver import (_ALL_EXECUTED_JS, TRACEBACK_PATTERN, click_menu, free_port,
-                        notebook_panel, wait_for_kernel_idle)
+                                     notebook_panel, wait_for_kernel_idle)
 
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 240_000   # ms: page open to kernel idle (Pyodide start-up, measured 35-50 s)
 RUN_TIMEOUT = 180_000     # ms: Run All Cells, from the click to the last cell's end
+VIEWPORT = {"width": 1400, "height": 1000}
 
 # What the test measured so far; tests/lite/conftest.py sends it with each report to
 # lite_report.py, which prints the summary at the end of the run.
@@ -38,12 +39,27 @@ def site_dir() -> Path:
     return Path(given).resolve() if given else REPO / "build" / "lite"
 
 
-def lite_notebooks() -> list[str]:
-    """The notebooks the site holds (file names), from lite/build.py's NOTEBOOKS."""
+def bare_site_dir() -> Path:
+    """The bare JupyterLite site `make lite` builds beside the site (lite/build.py
+    --bare-out): ``$IPU_LAB_LITE_BARE``, or the site's folder name with ``-bare``."""
+    given = os.environ.get("IPU_LAB_LITE_BARE")
+    if given:
+        return Path(given).resolve()
+    site = site_dir()
+    return site.with_name(site.name + "-bare")
+
+
+def lite_build():
+    """lite/build.py as a module (its names: NOTEBOOKS, BARE_NOTEBOOK)."""
     spec = importlib.util.spec_from_file_location("lite_build", REPO / "lite" / "build.py")
     build = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build)
-    return [Path(nb).name for nb in build.NOTEBOOKS]
+    return build
+
+
+def lite_notebooks() -> list[str]:
+    """The notebooks the site holds (file names), from lite/build.py's NOTEBOOKS."""
+    return [Path(nb).name for nb in lite_build().NOTEBOOKS]
 
 
 def site_size(site: Path) -> tuple[int, int]:
@@ -172,3 +188,51 @@ def wait_until_all_ran(page, timeout: int = RUN_TIMEOUT) -> None:
     page.wait_for_function(_ALL_EXECUTED_JS, arg=[notebook_panel(page).element_handle(),
                                                   TRACEBACK_PATTERN, 0],
                            timeout=timeout, polling=250)
+
+
+TRIVIAL_CELL, TRIVIAL_RESULT = "1 + 1", "2"
+
+
+def kernel_ready(page, origin: str, name: str) -> float:
+    """Open the empty notebook ``name``, wait for its kernel to be idle and run one trivial
+    cell in it; returns the seconds from asking for the page to the cell's result shown: a
+    kernel that has started and answers, the floor a site's first output cannot beat."""
+    t0 = time.monotonic()
+    open_notebook(page, origin, name)
+    cell = notebook_panel(page).locator(".jp-CodeCell").first
+    cell.locator(".cm-content").click()
+    page.keyboard.type(TRIVIAL_CELL)
+    page.keyboard.press("Control+Enter")
+    cell.locator(".jp-OutputArea-output").filter(has_text=TRIVIAL_RESULT).wait_for(
+        timeout=RUN_TIMEOUT)
+    return time.monotonic() - t0
+
+
+def open_in_running_kernel(page, name: str, kernel: str) -> str:
+    """Open ``name`` in the page already showing a notebook and run it in that page's kernel
+    ``kernel`` (its id, or the name of the notebook that started it: the id is then looked
+    up in the dialog), not in a Pyodide of its own: each Pyodide costs tens of CPU seconds
+    to start.
+
+    JupyterLite starts a kernel for every notebook it opens (autoStartDefaultKernel); that
+    one is shut down at once, before it has done much, then the notebook is connected to
+    ``kernel`` (Kernel > Change Kernel..., "Connect to Existing python Kernel").  Returns
+    the kernel's id."""
+    click_menu(page, "File", "Open from Path…")
+    page.locator(".jp-Dialog input").fill(name)
+    page.keyboard.press("Enter")
+    page.locator(".lm-TabBar-tab.lm-mod-current", has_text=name).wait_for(timeout=START_TIMEOUT)
+    notebook_panel(page).locator(".jp-Cell").first.wait_for(timeout=START_TIMEOUT)
+    click_menu(page, "Kernel", "Shut Down Kernel")
+    notebook_panel(page).locator(".jp-KernelName", has_text="No Kernel").wait_for(
+        timeout=START_TIMEOUT)
+    click_menu(page, "Kernel", "Change Kernel…")
+    select = page.locator(".jp-Dialog select")
+    labels = select.locator("option").all_text_contents()
+    chosen = [label for label in labels if label.startswith(kernel + " (")
+              or label.endswith(f"({kernel})")]
+    assert len(chosen) == 1, f"no one running kernel {kernel!r} among {labels}"
+    select.select_option(label=chosen[0])
+    page.locator(".jp-Dialog .jp-mod-accept").click()
+    wait_for_kernel_idle(page, START_TIMEOUT)
+    return chosen[0].rsplit("(", 1)[1].rstrip(")")

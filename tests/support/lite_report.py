@@ -43,10 +43,16 @@ def pytest_terminal_summary(terminalreporter, config):
                   f"{times['kernel_idle_s']:5.1f} s, to first trace "
                   f"{times['first_trace_s']:5.1f} s, to all cells run "
                   f"{times['all_cells_s']:5.1f} s")
+    if "floor_ratio" in numbers:
+        write(f"bare JupyterLite (same JupyterLite, kernel, Pyodide; nothing of ours, cold "
+              f"cache): page open to a trivial cell run {numbers['bare']['kernel_ready_s']:5.1f} s")
+        write(f"notebook 08's first trace (cold) / that floor  {numbers['floor_ratio']:.2f} "
+              f"({numbers['cold']['first_trace_s']:.1f} s / "
+              f"{numbers['bare']['kernel_ready_s']:.1f} s; at most {numbers['floor_ratio_limit']})")
     if numbers.get("redraw_s"):
         redraws = numbers["redraw_s"]
         write(f"redraw after a widget change {min(redraws):.2f}-{max(redraws):.2f} s "
               f"({len(redraws)} changes)")
-    for name, seconds in numbers.get("notebooks_s", {}).items():
-        write(f"{name:<44} open + run all {seconds:5.1f} s")
+    for name, (seconds, kernel) in numbers.get("notebooks_s", {}).items():
+        write(f"{name:<44} open + run all {seconds:5.1f} s ({kernel})")
     write(f"(written to {numbers_json.relative_to(config.rootpath)})")
