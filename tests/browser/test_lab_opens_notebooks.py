@@ -54,7 +54,7 @@ def _feedback_count(stored: dict) -> int:
 
 
 @pytest.mark.parametrize("notebook", TUTORIAL_NOTEBOOKS)
-def test_stored_notebook_renders_in_jupyterlab(notebook, shared_page, lab, tmp_path):
+def test_stored_notebook_renders_in_jupyterlab(notebook, shared_page, lab):
     page = shared_page
     stored = _stored(notebook)
     open_notebook(page, lab, notebook, kernel=False)
@@ -79,7 +79,6 @@ def test_stored_notebook_renders_in_jupyterlab(notebook, shared_page, lab, tmp_p
         image.scroll_into_view_if_needed()
         page.wait_for_function("img => img.complete && img.naturalWidth > 0",  # it loads
                                arg=image.element_handle())
-    screenshot(page, tmp_path / f"{notebook[:2]}.png")
     if notebook[:2] in TRACE_FIGURES:
         showing_compute = 0
         for index in range(images.count()):

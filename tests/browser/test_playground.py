@@ -16,9 +16,17 @@ NOTEBOOK = "08_pipeline_playground.ipynb"
 TRACE_CLASS = "ipu-playground-trace"
 
 
-def test_changing_the_schedule_redraws_the_trace(page, lab, tmp_path):
-    open_notebook(page, lab, NOTEBOOK)
-    run_all_cells(page)
+@pytest.fixture(scope="module")
+def playground(_module_page, lab):
+    """Notebook 08 run once in a kernel for this module's tests (each drives its widgets);
+    a kernel's start and a Run All for each test would check nothing more."""
+    open_notebook(_module_page, lab, NOTEBOOK)
+    run_all_cells(_module_page)
+    return _module_page
+
+
+def test_changing_the_schedule_redraws_the_trace(playground, shared_page):
+    page = playground
     assert error_outputs(page) == []
 
     trace = widget_html(page, TRACE_CLASS)
@@ -36,11 +44,16 @@ def test_changing_the_schedule_redraws_the_trace(page, lab, tmp_path):
     assert images_differ(before, after), "the trace looks the same after changing the schedule"
 
 
-def test_an_invalid_count_shows_the_sdk_message_and_keeps_the_trace(page, lab, tmp_path):
-    open_notebook(page, lab, NOTEBOOK)
-    run_all_cells(page)
+def test_an_invalid_count_shows_the_sdk_message_and_keeps_the_trace(playground, shared_page,
+                                                                    tmp_path):
+    page = playground
     trace = widget_html(page, TRACE_CLASS)
     trace.locator("svg").wait_for(state="visible")
+    if "grouped" not in trace.inner_text():      # the test before chose another schedule
+        before_html = trace.inner_html()
+        select_dropdown(page, "schedule", "grouped")
+        wait_for_html_change(trace, before_html)
+    assert "grouped" in trace.inner_text()
     before = screenshot(trace)
 
     count = notebook_panel(page).locator(".widget-inline-hbox").filter(
