@@ -1,15 +1,19 @@
 """A classroom rehearsal on a real JupyterHub, with faults (issue 25).  `make test` runs it with
-3 learners (tests/hub/test_classroom_rehearsal.py); bigger classes by hand:
+3 learners (tests/hub/, through ``main`` in its own process, the strangers' attack rehearsal
+first on the same hub); bigger classes by hand:
 
     .venv/bin/python bench/classroom.py [--learners 3] [--start-window 10] [--think 1]
         [--faults kernel-kill,server-restart,hub-restart] [--no-baseline] [--port 8050] [--work DIR]
+        [--tensorflow-learners N]
 
 In the spirit of hubtraf, but running the real lessons.  It starts `make hub` on its own port,
 state and homes (build/classroom/ or --work, never a class's build/hub-state or build/hub-homes):
   1. unless --no-baseline, one learner ("solo") runs the two-hour plan's notebooks
      (notebooks/README.md, "Workshop plans": 01, then 04 and 08) alone: the baseline;
   2. N learners log in through the hub's login form, spread evenly over --start-window seconds,
-     start their servers through the hub's REST API, and each runs the same notebooks in order,
+     start their servers through the hub's REST API (a server already running, from an earlier
+     sign-in, is theirs to use), and each runs the same notebooks in order (with
+     --tensorflow-learners N, only the first N run notebook 01, the others start at 04),
      cell by cell, through their own server's kernel API (a session per notebook, so the kernel
      runs in the notebook's folder; one execute_request per code cell over the kernel's
      websocket, --think seconds between cells; the kernel shut down after each notebook, as the
@@ -22,12 +26,16 @@ state and homes (build/classroom/ or --work, never a class's build/hub-state or 
      stopped mid-cell through the hub's REST API (the Hub Control Panel's Stop My Server).
      Each first saves an edit to the notebook they are in (--strike-in: 01 by default), once
      their first exercise check is in their progress file, and the fault strikes the next cell
-     still running after STRIKE_AFTER_S (the out-of-memory one, the next cell).  When all have recovered, the hub is
-     restarted as Ctrl-C and `make hub` do, while some learner's cell runs: every server stops.
-     Every learner whose kernel or server went away does what a learner would: waits for the
-     hub, starts their server if it is not running (the hub's Launch Server button), and runs
-     the notebook again from the top.  The last learner also gets three "Not yet" at
-     an exercise of a later notebook (10), so the instructor's progress view has someone stuck;
+     still running after STRIKE_AFTER_S (the out-of-memory one, the next cell).  When all have
+     recovered, the hub is restarted as Ctrl-C and `make hub` do, from the next cell of a plan's
+     notebook still running after STRIKE_AFTER_S: every server stops.  A learner whose cell ran
+     then runs nothing more until their server has gone (a cell can end before the hub has
+     stopped it).  Every learner whose kernel or server went away does what a learner would:
+     waits for the hub, starts their server if it is not running (the hub's Launch Server
+     button, whose progress stream says when it is ready), and runs the notebook again from the
+     top.  The last learner also gets three "Not yet" at an exercise of a later notebook (10),
+     once the hub restart is over (answers run twice would be more than three), so the
+     instructor's progress view has someone stuck;
   4. a sampler reads, every second, each learner's server + kernel processes' resident and
      private memory (from /proc, as bench/hub_smoke.py does), the machine's used memory
      (total - available) and the load average;
@@ -67,6 +75,7 @@ REPO = hs.REPO
 WORK = os.path.join(REPO, "build", "classroom")
 PLAN = ["notebooks/01_porting_a_simple_example.ipynb", "notebooks/04_feeds_explorer.ipynb",
         "notebooks/08_pipeline_playground.ipynb"]
+TENSORFLOW_NOTEBOOKS = {"notebooks/01_porting_a_simple_example.ipynb"}   # 04 and 08 need none
 SETUP = "import os\nos.environ['IPU_LAB_SOLUTIONS'] = '1'\nos.environ['IPU_EMULATOR_DATA'] = 'sample'"
 # Three wrong answers at notebook 10's exercise: the learner the progress view should call stuck.
 GO_WRONG = ("from ipu_emulator.exercises import REGISTRY, nb10_schedules\n"
@@ -169,33 +178,43 @@ class Classroom:
         self.hub, self.url = hs.start_hub(port, "classroom", names)
         self.hub_restart = None  # {"start", "end", "busy": [...], "progress": {...}} once done
         self.restart_failure = None  # what stopped the restart, for the main thread to raise
+        self.restart_wanted = False  # "hub-restart" among the faults
+        self.restart_busy = None     # the learners whose cells ran when it struck, once it has
+        self.restart_done = threading.Event()
+        self.gate = threading.Lock()   # one striker at a time
 
-    def restart_hub_when_busy(self, learners, done):
-        """Once every learner's own fault has struck and been recovered from, restart the hub as
-        Ctrl-C and `make hub` do, at a moment when some learner's cell has been running for
-        ``strike_after``: every server stops with the hub.  Runs in its own thread, where a
-        failed check (SystemExit) would end the thread silently: it is kept for ``main``."""
+    def restart_due(self, learners):
+        """Whether the hub restart should strike the next cell still running after
+        ``strike_after``: it is among the faults, has not struck, and every learner's own fault
+        has struck and been recovered from."""
+        return (self.restart_wanted and self.restart_busy is None
+                and not any(lrn.fault and not lrn.fault_recovered() for lrn in learners))
+
+    def restart_hub(self, learners, striker):
+        """Restart the hub as Ctrl-C and `make hub` do, while ``striker``'s cell runs (and any
+        other learner's that has run for ``strike_after``): every server stops with the hub.
+        Runs in the striker's thread, where a failed check (SystemExit) would end the thread
+        silently: it is kept for ``main``.  Only once: a second striker finds it done."""
+        with self.gate:
+            if self.restart_busy is not None:
+                return
+            self.lock.acquire()   # restarting_since() is True from here
+            self.restart_busy = [striker.name] + [
+                lrn.name for lrn in learners
+                if lrn is not striker and lrn.cell_running_for() >= self.strike_after]
         try:
-            self._restart_hub_when_busy(learners, done)
+            t0 = time.monotonic()
+            progress = {lrn.name: lrn.progress_lines() for lrn in learners}
+            log(f"hub restart while {', '.join(self.restart_busy)} run a cell")
+            hs.stop_hub(self.hub, "restart")
+            self.hub, self.url = hs.start_hub(self.port, "after-restart", self.names)
+            self.hub_restart = {"start": t0, "end": time.monotonic(), "busy": self.restart_busy,
+                                "progress": progress}
         except BaseException as failure:  # pylint: disable=broad-except
             self.restart_failure = failure
-
-    def _restart_hub_when_busy(self, learners, done):
-        while not done.wait(0.05):
-            if any(lrn.fault and not lrn.fault_recovered() for lrn in learners):
-                continue
-            busy = [lrn.name for lrn in learners if lrn.cell_running_for() >= self.strike_after]
-            if not busy:
-                continue
-            with self.lock:
-                t0 = time.monotonic()
-                progress = {lrn.name: lrn.progress_lines() for lrn in learners}
-                log(f"hub restart while {', '.join(busy)} run a cell")
-                hs.stop_hub(self.hub, "restart")
-                self.hub, self.url = hs.start_hub(self.port, "after-restart", self.names)
-                self.hub_restart = {"start": t0, "end": time.monotonic(), "busy": busy,
-                                    "progress": progress}
-            return
+        finally:
+            self.lock.release()
+            self.restart_done.set()
 
     def restarting_since(self, t):
         """Whether a hub restart is under way or ended after t: what took a server away."""
@@ -207,13 +226,18 @@ class Classroom:
 
 
 class Learner:
-    def __init__(self, room, name, think, fault=None, go_wrong=False):
+    def __init__(self, room, name, think, fault=None, go_wrong=False, plan=PLAN):
         self.room, self.name, self.think = room, name, think
         self.fault, self.go_wrong = fault, go_wrong
+        self.plan = list(plan)   # the plan's notebooks this learner runs, in order
+        self.classmates = [self]   # the whole class (main sets it): for the hub restart
+        self.felt_restart = False  # interrupted by the hub restart and recovered
+        self.finished = threading.Event()
         # Once armed: {"fault", "notebook", "path", "edit", "progress_lines"}; "cell" once it
         # struck, "recovered" once the learner's server answered again.
         self.fault_state = None
-        self.rec = {"name": name, "notebooks": [], "interruptions": []}
+        self.rec = {"name": name, "plan": [os.path.basename(p) for p in self.plan],
+                    "notebooks": [], "interruptions": []}
         self.headers = None
         self.cell_started = None  # monotonic time the running cell was sent, None between cells
 
@@ -282,8 +306,12 @@ class Learner:
             t0 = time.monotonic()
             self.headers = hs.login(self.room.url, self.name, hs.password_of(self.name))
             self.rec["login_s"] = round(time.monotonic() - t0, 2)
-            self.rec["server_start_s"] = hs.start_server(self.room.url, self.name, self.headers)
-            for path in PLAN:
+            server = self.server()
+            if server and server.get("ready"):   # started at an earlier sign-in: theirs to use
+                self.rec["server_start_s"] = 0.0
+            else:
+                self.rec["server_start_s"] = hs.start_server(self.room.url, self.name, self.headers)
+            for path in self.plan:
                 nb = self.run_notebook(path)
                 self.rec["notebooks"].append(nb)
                 self.note_charged_peak()
@@ -291,13 +319,28 @@ class Learner:
                     f"{len(nb['failed_cells'])} failed cell(s), {nb['runs']} run(s)"
                     f"{', A KERNEL DIED UNCAUSED' if nb['kernel_died'] else ''}")
             if self.go_wrong:
-                self.rec["went_wrong"] = asyncio.run(self.run_cells(PLAN[-1], [
+                self.after_the_restart()
+                self.rec["went_wrong"] = asyncio.run(self.run_cells(self.plan[-1], [
                     GO_WRONG, WHICH_TENSORBOARD, TENSORBOARD_THROUGH_THE_HUB.format(hub=self.room.url)], {}))
         except BaseException as e:  # noqa: BLE001 (a learner's failure is recorded, not fatal)
             self.rec["error"] = f"{type(e).__name__}: {e}"
             log(f"{self.name}: {self.rec['error']}")
         finally:
             self.cell_started = None
+            self.finished.set()
+
+    def after_the_restart(self):
+        """The stuck learner's wrong answers are not a notebook to run again from the top (a
+        second run would note more misses than three), so they wait for the hub restart, while
+        a classmate can still be struck by it; then get their server back if it took it."""
+        if not self.room.restart_wanted:
+            return
+        others = [lrn for lrn in self.classmates if lrn is not self]
+        while not self.room.restart_done.wait(0.2):
+            if all(lrn.finished.is_set() for lrn in others) and not self.room.lock.locked():
+                return   # nobody left to be struck: the class's numbers say it never struck
+        if not self.felt_restart and self.room.hub_restart:
+            self.recover(self.plan[-1], "the hub restarted after their last notebook")
 
     def run_notebook(self, path):
         """Run a notebook's code cells; after an interruption, recover and run it again."""
@@ -333,8 +376,16 @@ class Learner:
                 break
             if server == {}:  # stopped: the hub's page starts it
                 self.hub_api("POST", f"/users/{self.name}/server")
+            if server is not None and server.get("pending") == "spawn" or server == {}:
+                try:   # the hub's spawn page: its progress stream ends when the server is ready
+                    hs.wait_ready(self.room.url, self.name, self.headers,
+                                  min(time.monotonic() + 60, t0 + RECOVERY_TIMEOUT))
+                except (SystemExit, requests.RequestException, ValueError):
+                    pass   # the hub is away again or the start failed: look again below
             time.sleep(0.5)
         took = round(time.monotonic() - t0, 1)
+        if cause == "hub-restart":
+            self.felt_restart = True
         if ours:
             self.fault_state["recovered"] = True
             if self.fault == "out-of-memory":
@@ -348,6 +399,7 @@ class Learner:
         from tornado.httpclient import HTTPRequest
         from tornado.websocket import WebSocketClosedError, websocket_connect
 
+        sources_are_the_notebook = sources is None
         if sources is None:
             nb = json.load(open(os.path.join(self.home, path)))
             sources = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
@@ -364,9 +416,14 @@ class Learner:
         outputs = []
         try:
             for i, source in enumerate([SETUP] + sources):
+                await self.until_the_restart_takes_the_server(ws)
                 if i > 1 and self.think:
                     await asyncio.sleep(self.think)
+                # The hub restart strikes a cell of a plan's notebook (run again from the top
+                # after it), never the stuck learner's wrong answers (after_the_restart).
+                restarting = i > 0 and sources_are_the_notebook and self.room.restart_due(self.classmates)
                 armed = bool(self.fault and "cell" not in (self.fault_state or {}) and i > 0
+                             and sources_are_the_notebook
                              and os.path.basename(path).startswith(self.room.strike_in)
                              and self.progress_lines())
                 if armed and not self.fault_state:
@@ -395,12 +452,20 @@ class Learner:
                 replied = idle = False
                 while not (replied and idle):
                     try:
-                        raw = await asyncio.wait_for(ws.read_message(),
-                                                     self.room.strike_after if armed else CELL_TIMEOUT)
+                        raw = await asyncio.wait_for(
+                            ws.read_message(),
+                            self.room.strike_after if armed or restarting else CELL_TIMEOUT)
                     except asyncio.TimeoutError:
                         if armed:  # still running: the fault strikes now, mid-cell
                             armed = False
                             await asyncio.get_running_loop().run_in_executor(None, self.strike, path, i, kernel)
+                            continue
+                        if restarting:  # still running: the hub restarts now, mid-cell
+                            restarting = False
+                            r0 = time.monotonic()
+                            await asyncio.get_running_loop().run_in_executor(
+                                None, self.room.restart_hub, self.classmates, self)
+                            c0 += time.monotonic() - r0   # the cell's time, not the restart's
                             continue
                         rec.setdefault("failed_cells", []).append({"cell": i, "error": "timeout"})
                         break
@@ -427,6 +492,7 @@ class Learner:
                         replied = True
                 self.cell_started = None
                 rec["kernel_seconds"] = rec.get("kernel_seconds", 0.0) + time.monotonic() - c0
+            await self.until_the_restart_takes_the_server(ws)
         finally:
             ws.close()
             for url in (f"/sessions/{session}", f"/kernels/{kernel}"):
@@ -435,6 +501,25 @@ class Learner:
                 except Interrupted:
                     pass  # already gone with its server
         return "".join(outputs)
+
+    async def until_the_restart_takes_the_server(self, ws):
+        """A learner whose cell ran when the hub restart struck: the restart stops their server,
+        but a cell (or the notebook's last) can end before it does.  Like a learner whose page
+        says the server is going away, they run nothing more until it has gone (their kernel's
+        websocket closes), then do what the table says (Interrupted: recover, run again)."""
+        if self.felt_restart or self.name not in (self.room.restart_busy or ()):
+            return
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < RECOVERY_TIMEOUT:
+            try:
+                raw = await asyncio.wait_for(ws.read_message(), 5)
+            except asyncio.TimeoutError:
+                continue
+            if raw is None:
+                raise Interrupted("websocket closed")
+            if json.loads(raw).get("content", {}).get("execution_state") in ("dead", "restarting"):
+                raise Interrupted("kernel shut down with the server")
+        raise RuntimeError(f"{self.name}'s server was not stopped by the hub restart")
 
     # --- the faults -----------------------------------------------------------------------
     def save_edit(self, path):
@@ -502,7 +587,10 @@ def class_progress():
     return {row["learner"]: row for row in map(json.loads, out.splitlines())}
 
 
-def main(argv=None):
+def main(argv=None, before_class=None):
+    """Run the rehearsal; 0 when nothing failed or was lost.  ``before_class(room)``, if given,
+    runs once the hub is up, before the solo run and the class (the hub's own tests use it to
+    try more on the same hub: tests/hub/)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--learners", type=int, default=3)
     ap.add_argument("--start-window", type=float, default=10.0)
@@ -517,6 +605,11 @@ def main(argv=None):
                     help="a fault strikes a cell still running this many seconds after it began")
     ap.add_argument("--mem-limit", default="1G",
                     help="each learner's memory limit (HUB_MEM_LIMIT), where the hub can enforce one")
+    ap.add_argument("--tensorflow-learners", type=int, default=None, metavar="N",
+                    help="only the first N learners run the plan's TensorFlow notebook (01); the "
+                         "others start at 04 (default: all).  The class still runs every notebook "
+                         "of the plan, and TensorFlow's import, a kernel's costliest step, happens "
+                         "N times: make test uses 1")
     ap.add_argument("--port", type=int, default=8050)
     ap.add_argument("--tag", default="")
     ap.add_argument("--work", default=WORK, help="its state, homes, logs and numbers.json")
@@ -526,6 +619,12 @@ def main(argv=None):
         ap.error(f"--faults: from {', '.join(FAULTS)}")
     if len([f for f in LEARNER_FAULTS if f in faults]) > args.learners:
         ap.error("--faults: one learner each, and there are fewer learners")
+    if args.tensorflow_learners is not None and not 1 <= args.tensorflow_learners <= args.learners:
+        ap.error("--tensorflow-learners: at least one learner, so that the class runs the whole plan")
+    struck_in = next(p for p in PLAN if os.path.basename(p).startswith(args.strike_in))
+    if struck_in in TENSORFLOW_NOTEBOOKS and (args.tensorflow_learners or args.learners) < len(
+            [f for f in LEARNER_FAULTS if f in faults]):
+        ap.error("--strike-in: a learner who skips that notebook could not meet their fault")
     work = os.path.abspath(args.work)
     for d in ("state", "homes"):  # a fresh hub and fresh homes; numbers-<tag>.json files stay
         shutil.rmtree(os.path.join(work, d), ignore_errors=True)
@@ -549,11 +648,19 @@ def main(argv=None):
         faults.remove("out-of-memory")
         numbers["faults"] = faults
     learner_faults = [f for f in LEARNER_FAULTS if f in faults]
+    with_tensorflow = len(names) if args.tensorflow_learners is None else args.tensorflow_learners
     learners = [Learner(room, n, args.think,
                         fault=learner_faults[i] if i < len(learner_faults) else None,
-                        go_wrong=(i == len(names) - 1)) for i, n in enumerate(names)]
+                        go_wrong=(i == len(names) - 1),
+                        plan=PLAN if i < with_tensorflow else
+                        [p for p in PLAN if p not in TENSORFLOW_NOTEBOOKS])
+                for i, n in enumerate(names)]
+    for lrn in learners:
+        lrn.classmates = learners
     solo = None
     try:
+        if before_class is not None:
+            before_class(room)
         if not args.no_baseline:
             log("solo: the plan's notebooks alone, the baseline")
             solo = Learner(room, "solo", args.think)
@@ -564,21 +671,15 @@ def main(argv=None):
             sampler.reset()
         log(f"{args.learners} learners over {args.start_window} s, faults: {', '.join(faults) or 'none'}")
         t0 = time.monotonic()
+        room.restart_wanted = "hub-restart" in faults   # the class's, not the solo run's
         threads = [threading.Thread(target=lrn.run, args=(args.start_window * i / max(1, args.learners),))
                    for i, lrn in enumerate(learners)]
-        class_done = threading.Event()
-        if "hub-restart" in faults:
-            restarter = threading.Thread(target=room.restart_hub_when_busy, args=(learners, class_done))
-            restarter.start()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        class_done.set()
-        if "hub-restart" in faults:
-            restarter.join()
-            if room.restart_failure is not None:
-                raise room.restart_failure
+        if room.restart_failure is not None:
+            raise room.restart_failure
         numbers["class_wall_s"] = round(time.monotonic() - t0, 1)
         numbers["progress_view"] = class_progress()
     finally:
@@ -616,7 +717,8 @@ def main(argv=None):
         "mean_cpu_percent": round(sum(sampler.cpu) / max(1, len(sampler.cpu)), 1),
     }
     numbers["all_cells_passed"] = all(not nb["failed_cells"] for r in recs for nb in r["notebooks"]) and \
-        all(len(r["notebooks"]) == len(PLAN) and "error" not in r for r in recs)
+        all([nb["notebook"] for nb in r["notebooks"]] == r["plan"] and "error" not in r for r in recs) \
+        and {nb for r in recs for nb in r["plan"]} == {os.path.basename(p) for p in PLAN}
     numbers["no_kernel_died_uncaused"] = not any(nb["kernel_died"] for r in recs for nb in r["notebooks"])
     if room.hub_restart:
         numbers["hub_restart"] = {"busy": room.hub_restart["busy"],
@@ -644,8 +746,9 @@ def report(numbers, solo, recs):
           + " ".join(f"{s + ' s (x alone)':>15}" for s in short)
           + f" {'failed':>6} {'peak RSS MB':>11} {'private MB':>10} {'charged MB':>10}  fault")
     for r in ([solo.rec] if solo else []) + recs:
-        cols = [f"{nb['kernel_seconds']:>7} ({nb.get('vs_alone', '-'):>4}x)".rjust(15) for nb in r["notebooks"]]
-        cols += ["-".rjust(15)] * (len(PLAN) - len(cols))
+        ran = {nb["notebook"][:2]: nb for nb in r["notebooks"]}   # a learner may skip 01
+        cols = [f"{ran[s]['kernel_seconds']:>7} ({ran[s].get('vs_alone', '-'):>4}x)".rjust(15)
+                if s in ran else "-".rjust(15) for s in short]
         failed = sum(len(nb["failed_cells"]) for nb in r["notebooks"])
         pk = r.get("peak_memory_mb", {})
         fault = r.get("fault") or {}

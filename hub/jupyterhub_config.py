@@ -226,7 +226,11 @@ CULL_SERVERS = int(os.environ.get("HUB_CULL_SERVERS", "3600"))
 c.JupyterHub.services = [
     {
         "name": "idle-culler",
-        "command": [sys.executable, "-m", "jupyterhub_idle_culler",
+        # SIGINT, which the hub sends its services when it stops, ends the culler at once: as
+        # `python -m jupyterhub_idle_culler` it outlived it, and Ctrl-C waited 10 s for the
+        # hub's SIGTERM (JupyterHub's interrupt_timeout for services) before the servers stopped.
+        "command": [sys.executable, "-c", "import signal; signal.signal(signal.SIGINT, "
+                    "signal.SIG_DFL); from jupyterhub_idle_culler import main; main()",
                     f"--timeout={CULL_SERVERS}", f"--cull-every={max(60, CULL_SERVERS // 6)}"],
     }
 ]

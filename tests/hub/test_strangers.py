@@ -11,18 +11,20 @@ attempt must fail, and learner02's work, progress and kernel must be as they wer
 as learner02 with learner01's code, or under a name the roster does not hold, must fail too.
 
 Where the hub cannot isolate learners (not root), `make hub` must say so in its banner.
-Needs `make hub-tools`; deselect with -m "not hub"."""
+
+It runs on the classroom rehearsal's hub (conftest.py: one hub for the unit), once the hub is up
+and before the class: learner01 and learner02 are two of the rehearsal's learners, whose
+servers the class then goes on with.  Needs `make hub-tools`; deselect with -m "not hub"."""
 import asyncio
 import hashlib
 import json
 import os
-import shutil
 import sys
+import time
 
 import pytest
 import requests
 
-from tests.hub.test_classroom_rehearsal import free_port_block
 from tests.support.child_python import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))
@@ -172,63 +174,98 @@ def hub_pids(port):
     return found
 
 
+def strangers_on_the_hub(room):
+    """What learner01 and learner02 meet on the rehearsal's hub (``room``, bench/classroom.py's),
+    before the class: every observation the tests below judge, or the error that stopped it."""
+    seen = {}
+    try:
+        _strangers(room.url, room.port, seen)
+    except BaseException as error:  # noqa: BLE001 (SystemExit too: hs.check; judged by the tests)
+        seen["error"] = f"{type(error).__name__}: {error}"
+    return seen
+
+
+def refused(sign_in):
+    try:
+        sign_in()
+    except SystemExit:   # hs.login's check: the form did not let them in
+        return "refused"
+    return "signed in"
+
+
+def _strangers(url, port, seen):
+    seen["banner"] = open(os.path.join(hs.WORK, "hub-classroom.log")).read()
+    if not ISOLATED:   # what a rehearsal hub gives instead is said in its banner
+        return
+    seen["learner02 with learner01's code"] = refused(
+        lambda: hs.login(url, "learner02", hs.password_of("learner01")))
+    seen["mallory, not on the roster"] = refused(
+        lambda: hs.login(url, "mallory", "a-password-of-my-own"))
+    headers = {name: hs.login(url, name, hs.password_of(name))
+               for name in ("learner01", "learner02")}
+    seen["learner02 with their own code"] = "signed in"
+    for name in headers:   # both servers start side by side, as a class's do
+        r = requests.post(url + f"/hub/api/users/{name}/server", headers=headers[name])
+        assert r.status_code in (201, 202), r.text
+    for name in headers:
+        hs.wait_ready(url, name, headers[name], time.monotonic() + 200)
+    # learner02 works: a saved edit, an exercise's progress, a running kernel.
+    theirs = new_kernel(url, "learner02", headers["learner02"])
+    mine = None
+    try:
+        seen["learner02's work"] = run(url, "learner02", headers["learner02"], theirs, [
+            "from ipu_emulator.exercises import nb00_primer as e\n"
+            "print(e.check_superstep_cycles(max(e.TILE_CYCLES) + e.SYNC_CYCLES + "
+            "e.EXCHANGE_CYCLES).ok)",
+            "x = 41"])
+        home = os.path.join(hs.HOMES, "learner02")
+        files = [os.path.join(home, NOTEBOOK), os.path.join(home, ".ipu-lab", "progress.jsonl")]
+        seen["learner02's files before"] = [sha(path) for path in files]
+        seen["learner02's home mode"] = oct(os.stat(home).st_mode & 0o777)
+
+        pids = {**hub_pids(port),
+                "learner02's server": process_of("jupyter-learner02", "singleuser.py"),
+                "learner02's kernel": process_of("jupyter-learner02", f"kernel-{theirs}")}
+        seen["targets"] = sorted(pids)
+        mine = new_kernel(url, "learner01", headers["learner01"])
+        seen["attacks"] = run(url, "learner01", headers["learner01"], mine, [ATTACKS.format(
+            state=hs.STATE, homes=hs.HOMES, port=port, pids=pids, notebook=NOTEBOOK)])
+        seen["learner02's files after"] = [sha(path) for path in files]
+        seen["learner02's kernel after"] = run(url, "learner02", headers["learner02"], theirs,
+                                               ["print(x + 1)"])
+    finally:   # the class starts with no kernel running (its memory figures are its own)
+        for name, kernel in (("learner02", theirs), ("learner01", mine)):
+            if kernel:
+                requests.delete(url + f"/user/{name}/api/kernels/{kernel}", headers=headers[name])
+
+
 @pytest.fixture(scope="module")
-def hub():
-    # Under the lab's build/, not pytest's temporary folder: that is root's alone, and the
-    # learners' homes must be reachable by their accounts.
-    work = os.path.join(ROOT, "build", "hub-strangers")
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    hs.WORK, hs.STATE, hs.HOMES = work, os.path.join(work, "state"), os.path.join(work, "homes")
-    port = free_port_block()
-    process, url = hs.start_hub(port, "strangers", names=["learner01", "learner02"])
-    yield process, url, port
-    hs.stop_hub(process, "strangers")
+def hub(class_hub):
+    _status, _printed, _numbers, seen = class_hub
+    assert "error" not in seen, seen["error"]
+    return seen
 
 
 def test_only_the_roster_signs_in_each_with_their_own_code(hub):
-    _process, url, _port = hub
-    banner = open(os.path.join(hs.WORK, "hub-strangers.log")).read()
     if not ISOLATED:   # not root: a rehearsal, and the banner says so
-        assert "NO ISOLATION, A REHEARSAL ONLY" in banner
+        assert "NO ISOLATION, A REHEARSAL ONLY" in hub["banner"]
         return
-    assert "isolated: each learner a Unix user of their own" in banner
-    with pytest.raises(SystemExit):
-        hs.login(url, "learner02", hs.password_of("learner01"))
-    with pytest.raises(SystemExit):
-        hs.login(url, "mallory", "a-password-of-my-own")
-    assert hs.login(url, "learner02", hs.password_of("learner02"))
+    assert "isolated: each learner a Unix user of their own" in hub["banner"]
+    assert hub["learner02 with learner01's code"] == "refused"
+    assert hub["mallory, not on the roster"] == "refused"
+    assert hub["learner02 with their own code"] == "signed in"
 
 
 def test_a_learners_kernel_cannot_reach_another_learner_the_hub_or_the_machine(hub):
-    _process, url, port = hub
     if not ISOLATED:   # what a rehearsal hub gives instead is said in its banner (above)
-        assert "NO ISOLATION" in open(os.path.join(hs.WORK, "hub-strangers.log")).read()
+        assert "NO ISOLATION" in hub["banner"]
         return
-    headers = {name: hs.login(url, name, hs.password_of(name))
-               for name in ("learner01", "learner02")}
-    for name in headers:
-        hs.start_server(url, name, headers[name])
-    # learner02 works: a saved edit, an exercise's progress, a running kernel.
-    theirs = new_kernel(url, "learner02", headers["learner02"])
-    out, errors = run(url, "learner02", headers["learner02"], theirs, [
-        "from ipu_emulator.exercises import nb00_primer as e\n"
-        "print(e.check_superstep_cycles(max(e.TILE_CYCLES) + e.SYNC_CYCLES + "
-        "e.EXCHANGE_CYCLES).ok)",
-        "x = 41"])
+    out, errors = hub["learner02's work"]
     assert errors == [] and "True" in out, (out, errors)
-    home = os.path.join(hs.HOMES, "learner02")
-    files = [os.path.join(home, NOTEBOOK), os.path.join(home, ".ipu-lab", "progress.jsonl")]
-    before = [sha(path) for path in files]
-    assert oct(os.stat(home).st_mode & 0o777) == "0o700"
-
-    pids = {**hub_pids(port),
-            "learner02's server": process_of("jupyter-learner02", "singleuser.py"),
-            "learner02's kernel": process_of("jupyter-learner02", "ipykernel_launcher")}
-    assert set(pids) == {"the hub", "the proxy", "learner02's server", "learner02's kernel"}
-    mine = new_kernel(url, "learner01", headers["learner01"])
-    out, errors = run(url, "learner01", headers["learner01"], mine, [ATTACKS.format(
-        state=hs.STATE, homes=hs.HOMES, port=port, pids=pids, notebook=NOTEBOOK)])
+    assert hub["learner02's home mode"] == "0o700"
+    assert hub["targets"] == sorted(["the hub", "the proxy", "learner02's server",
+                                     "learner02's kernel"])
+    out, errors = hub["attacks"]
     assert errors == [], errors
     said = json.loads(out.strip().splitlines()[-1])
     print(json.dumps(said, indent=1))
@@ -236,6 +273,6 @@ def test_a_learners_kernel_cannot_reach_another_learner_the_hub_or_the_machine(h
     assert {attempt: outcome for attempt, outcome in said.items()
             if not outcome.startswith("refused")} == {}
 
-    assert [sha(path) for path in files] == before
-    out, errors = run(url, "learner02", headers["learner02"], theirs, ["print(x + 1)"])
+    assert hub["learner02's files after"] == hub["learner02's files before"]
+    out, errors = hub["learner02's kernel after"]
     assert (out.strip(), errors) == ("42", []), "learner02's kernel lost its state"
