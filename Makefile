@@ -5,7 +5,7 @@
 #               notebooks, JupyterLab in headless Chromium, and the JupyterLite site, which it
 #               builds first: `make lite`; installs Debian's chromium and npm if root and
 #               missing); prints the time each stage took
-#   make test-fast  the simulator, views, widgets and exercises only, without TensorFlow (~15 s)
+#   make test-fast  the simulator, views, widgets and exercises only, without TensorFlow (~12 s)
 #   make lite       the zero-install JupyterLite site in build/lite (lite/lite.mk)
 VENV ?= .venv
 PYTHON ?= python3
@@ -156,7 +156,10 @@ lab: $(STAMP)
 # third worker fills those waits (pytest 6.1 min with three, 7.1 min with two, 2026-11-27).
 # Without a browser: make test PYTEST_ARGS='-m "not browser"' leaves the browser tests out, and
 # with them the site's build; -m "not browser and not hub" npm too (the hub's proxy needs it).
-# PYTEST_ARGS='-n 0' runs everything in one process.
+# PYTEST_ARGS='-n 0' runs everything in one process.  Bytecode is cached even where the shell
+# says not to (PYTHONDONTWRITEBYTECODE, set on some CI machines): each worker would otherwise
+# compile and rewrite the assertions of every test module again, 6 s of CPU each (collection
+# 7.7 s against 14 s), and every child compile the lab's modules.
 BROWSER_TESTS := $(if $(findstring not browser,$(PYTEST_ARGS)),,yes)
 # tests/hub/ rehearses a class on a real JupyterHub (bench/classroom.py: three learners, a
 # killed kernel, a restarted server, a restarted hub), so `make test` installs the hub's tools
@@ -172,16 +175,19 @@ test: $(STAMP)
 	$(if $(strip $(BUILDS)),@bash scripts/ensure_npm.sh)
 	$(if $(strip $(BUILDS)),@$(STAGE) "builds: make -j2 $(strip $(BUILDS))" -- $(MAKE) --no-print-directory -j2 $(BUILDS))
 	@$(STAGE) "import layers (lint-imports)" -- $(BIN)/lint-imports --no-cache
-	@status=0; IPU_EMULATOR_DATA=sample IPU_LAB_SOLUTIONS=1 MPLBACKEND=Agg \
+	@status=0; PYTHONDONTWRITEBYTECODE= IPU_EMULATOR_DATA=sample IPU_LAB_SOLUTIONS=1 MPLBACKEND=Agg \
 		IPU_LAB_LITE_SITE=$(LITE_OUT) $(STAGE) "tests (pytest, $(TEST_WORKERS) workers)" -- \
 		$(BIN)/python -m pytest -n $(TEST_WORKERS) -p no:cacheprovider --nbval-lax \
 		--doctest-modules $(TEST_PATHS) $(PYTEST_ARGS) \
 		|| status=$$?; $(PYTHON) scripts/stage_times.py report $(MAKE_STARTED); exit $$status
 
-# The simulator, views, widgets and exercises only, without TensorFlow: about 15 seconds.
+# The simulator, views, widgets and exercises only, without TensorFlow: about 12 seconds on two
+# cores (its CPU time 0.7 of 31e2a70's, which took 16.6 s; 2026-11-29).  Bytecode is cached as
+# for `make test` (PYTHONDONTWRITEBYTECODE cleared): each worker would otherwise compile every
+# module and rewrite every test module's asserts again, about a second of CPU each.
 test-fast: $(STAMP)
 	$(BIN)/lint-imports --no-cache
-	MPLBACKEND=Agg $(BIN)/python -m pytest $(FAST_OPTIONS) $(FAST_SUITE)
+	MPLBACKEND=Agg PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest $(FAST_OPTIONS) $(FAST_SUITE)
 
 bench: $(STAMP)
 	IPU_EMULATOR_DATA=sample $(BIN)/python bench/run_all.py
