@@ -5,7 +5,7 @@
 #               notebooks, JupyterLab in headless Chromium, and the JupyterLite site, which it
 #               builds first: `make lite`; installs Debian's chromium and npm if root and
 #               missing); prints the time each stage took
-#   make test-fast  the simulator, views, widgets and exercises only, without TensorFlow (~12 s)
+#   make test-fast  the simulator, views, widgets and exercises only, without TensorFlow (~14 s)
 #   make lite       the zero-install JupyterLite site in build/lite (lite/lite.mk)
 VENV ?= .venv
 PYTHON ?= python3
@@ -181,8 +181,8 @@ test: $(STAMP)
 		--doctest-modules $(TEST_PATHS) $(PYTEST_ARGS) \
 		|| status=$$?; $(PYTHON) scripts/stage_times.py report $(MAKE_STARTED); exit $$status
 
-# The simulator, views, widgets and exercises only, without TensorFlow: about 12 seconds on two
-# cores (its CPU time 0.7 of 31e2a70's, which took 16.6 s; 2026-11-29).  Bytecode is cached as
+# The simulator, views, widgets and exercises only, without TensorFlow: about 14 seconds on two
+# cores (0.76 of 31e2a70's 18.5 s, side by side on 2026-11-29: docs/setup-and-testing.md).  Bytecode is cached as
 # for `make test` (PYTHONDONTWRITEBYTECODE cleared): each worker would otherwise compile every
 # module and rewrite every test module's asserts again, about a second of CPU each.
 test-fast: $(STAMP)
