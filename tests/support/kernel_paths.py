@@ -56,11 +56,16 @@ def assigned_paths() -> dict:
                         swapped=os.environ.get(SWAP_VARIABLE, "") == "swapped")
 
 
+def assigned_path_of(item):
+    """The kernel path of a TensorFlow notebook's cell (an nbval item), else None."""
+    if not str(item.path).endswith(".ipynb"):
+        return None
+    return assigned_paths().get(Path(item.path).name)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_setup(item):
-    path = None
-    if str(item.path).endswith(".ipynb"):
-        path = assigned_paths().get(Path(item.path).name)
+    path = assigned_path_of(item)
     if path is None:
         yield
         return
@@ -81,12 +86,12 @@ def pytest_runtest_setup(item):
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    assigned = assigned_paths().get(Path(item.path).name) if report.when == "call" else None
+    assigned = assigned_path_of(item) if report.when == "call" else None
     if assigned is None:
         return
-    for name, (notebook, usage) in ((n, v) for n, v in report.user_properties
-                                    if n == RESOURCES_PROPERTY):
+    usages = [value for key, value in report.user_properties if key == RESOURCES_PROPERTY]
+    for notebook, usage in usages:
         if usage.get("kernels") not in (None, assigned):
             fail_report(report, "The notebook's kernel runs on the wrong CPU kernels:",
-                  [f"{notebook} is assigned {assigned}'s kernels (tests/support/"
-                   f"kernel_paths.py), its kernel started on {usage['kernels']}'s"])
+                        [f"{notebook} is assigned {assigned}'s kernels (tests/support/"
+                         f"kernel_paths.py), its kernel started on {usage['kernels']}'s"])
