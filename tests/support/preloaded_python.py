@@ -113,6 +113,13 @@ SERVER = ("import sys; sys.path.insert(0, {root!r}); "
 
 # ---- the client (in the test process) --------------------------------------------------------
 
+def _answer(line: str) -> dict:
+    if not line:   # the server ended (killed, or out of memory): say so, not a JSON error
+        raise RuntimeError("the preloaded Python's fork server ended; IPU_LAB_TEST_FORKS=0 "
+                           "runs the children as new processes")
+    return json.loads(line)
+
+
 class PreloadedPython:
     """One fork server, started on first use, for one test process."""
 
@@ -143,11 +150,12 @@ class PreloadedPython:
                                            "cwd": os.path.abspath(cwd or os.getcwd()),
                                            "env": env, "stdout": out, "stderr": err}) + "\n")
             server.stdin.flush()
-            started = json.loads(server.stdout.readline())
+            started = _answer(server.stdout.readline())
             ended = self._wait(server, started["pid"], timeout)
-            self.cpu_seconds += ended["cpu_seconds"]
             if ended.get("timed_out"):
                 raise subprocess.TimeoutExpired([module, *args], timeout)
+            ended = _answer(ended.get("line", ""))
+            self.cpu_seconds += ended["cpu_seconds"]
             with open(out, encoding="utf-8", errors="replace") as o, \
                     open(err, encoding="utf-8", errors="replace") as e:
                 return ended["returncode"], o.read(), e.read()
@@ -155,8 +163,8 @@ class PreloadedPython:
     @staticmethod
     def _wait(server, pid, timeout):
         answer = {}
-        reader = threading.Thread(target=lambda: answer.update(json.loads(
-            server.stdout.readline())), daemon=True)
+        reader = threading.Thread(target=lambda: answer.update(line=server.stdout.readline()),
+                                  daemon=True)
         reader.start()
         reader.join(timeout)
         if reader.is_alive():
