@@ -8,7 +8,8 @@ and exits with the command's status.  ``report`` prints the stages that started 
 SINCE (seconds since the epoch: the Makefile passes the time it started), with their total,
 so one `make test` shows where its time went, whichever stages it had to run; then the
 machine's CPU (times compare across machines only as ratios) and, when pytest ran since SINCE,
-its ten slowest units of work (build/test_units.tsv: tests/support/unit_times.py).  Standard
+its ten slowest units of work and each layer's CPU (build/test_units.tsv:
+tests/support/unit_times.py; LAYERS below).  Standard
 library only: it runs before the project's environment exists.
 """
 from __future__ import annotations
@@ -66,13 +67,14 @@ def report(since: float) -> str:
     total = time.time() - since
     lines.append(f"  {'total, from the start of make':<34} {total / 60:5.1f} min  {total:7.1f} s")
     lines.append(f"CPU: {cpu_model()}")
-    units = slowest_units(since)
+    units = units_of_run(since)
     if units:
-        lines.append(f"the {len(units)} slowest test units (wall clock summed over their tests; "
-                     "CPU of the test and the children it waited for):")
+        slowest = units[:SLOWEST_UNITS]
+        lines.append(f"the {len(slowest)} slowest test units (wall clock summed over their "
+                     "tests; CPU of the test and the children it waited for):")
         lines += [f"  {seconds:7.1f} s  {cpu:7.1f} s CPU  {unit} ({tests} tests)"
-                  for seconds, unit, tests, cpu in units]
-        shares = layer_shares(all_units(UNITS))
+                  for seconds, unit, tests, cpu in slowest]
+        shares = layer_shares(units)
         total_cpu = sum(cpu for _, cpu in shares) or 1.0
         lines.append(f"CPU by layer ({total_cpu / 60:.1f} min measured; Chromium's not counted):")
         lines += [f"  {cpu:7.1f} s  {100 * cpu / total_cpu:3.0f} %  {layer}"
@@ -88,7 +90,8 @@ def layer_shares(units) -> list[tuple[str, float]]:
     """Each layer's CPU over ``units`` ((seconds, unit, tests, cpu) rows), largest first."""
     cpu = {}
     for _, unit, _, unit_cpu in units:
-        cpu[layer_of(unit)] = cpu.get(layer_of(unit), 0.0) + unit_cpu
+        layer = layer_of(unit)
+        cpu[layer] = cpu.get(layer, 0.0) + unit_cpu
     return sorted(cpu.items(), key=lambda item: -item[1])
 
 
@@ -108,16 +111,12 @@ def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     return f"{model}, {cores} cores, {vector.upper()}"
 
 
-def slowest_units(since: float, log: Path | None = None) -> list[tuple[float, str, int, float]]:
-    """The slowest test units of the pytest run that wrote ``log`` after ``since``."""
+def units_of_run(since: float, log: Path | None = None) -> list[tuple[float, str, int, float]]:
+    """Every unit (seconds, unit, tests, CPU seconds) of the pytest run that wrote ``log``
+    after ``since``, slowest first; none when ``log`` is older (another run's)."""
     log = log or UNITS
     if not log.exists() or log.stat().st_mtime < since:
         return []
-    return all_units(log)[:SLOWEST_UNITS]
-
-
-def all_units(log: Path) -> list[tuple[float, str, int, float]]:
-    """Every unit ``log`` lists (seconds, unit, tests, CPU seconds), slowest first."""
     units = []
     for line in log.read_text(encoding="utf-8").splitlines():
         seconds, unit, tests, cpu = line.split("\t")

@@ -2,8 +2,8 @@
 
 nbval runs half of the TensorFlow notebooks on oneDNN's kernels and half on Eigen's
 (tests/support/kernel_paths.py), and `make test-colab` swaps them, so CI runs each on both; a
-notebook whose kernel did not start on its assigned path fails its cells
-(tests/support/notebook_checks.py).  Here: the split itself, and what the second path is for.
+notebook whose kernel did not start on its assigned path fails its cells (the same plugin,
+from what the kernel logged: tests/support/notebook_checks.py).  Here: the split itself, and what the second path is for.
 """
 import os
 
