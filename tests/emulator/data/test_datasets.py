@@ -393,6 +393,27 @@ def test_returned_arrays_are_independent_copies(monkeypatch):
     assert fashion_again.max() == 255
 
 
+def test_a_checks_digits_are_the_samples_first_scaled_and_its_own_copies(monkeypatch):
+    """code_exercises.sample_digits keeps the first digits per count (a check's runs read them
+    again and again): each caller still gets arrays of its own, the sample's whatever the
+    notebook's data mode, and no warning."""
+    from ipu_emulator.code_exercises import sample_digits
+
+    monkeypatch.setenv("IPU_EMULATOR_DATA", "full")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        images, labels = sample_digits(64)
+        images[...] = -1
+        labels[...] = 99
+        again, labels_again = sample_digits(64)
+    (x_train, y_train), _ = datasets._sample()
+    assert again.dtype == np.float32 and labels_again.dtype == np.int32
+    np.testing.assert_array_equal(again, (x_train[:64] / 255).astype(np.float32))
+    np.testing.assert_array_equal(labels_again, y_train[:64])
+    assert not np.shares_memory(again, images)
+    assert os.environ["IPU_EMULATOR_DATA"] == "full"
+
+
 # --- real data: Keras cache and download -------------------------------------------------------
 
 @pytest.mark.parametrize("mode", ["auto", "full"])
