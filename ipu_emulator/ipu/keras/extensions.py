@@ -48,6 +48,10 @@ _RUN_EAGERLY_MESSAGE = ("Keras models cannot run eagerly when using `IPUStrategy
 _OPTION_ALTERNATIVES = {"gradient_accumulation_count": "gradient_accumulation_steps_per_replica"}
 
 
+# Keras's optimizers (not the legacy ones, which make their slots otherwise).
+_KerasOptimizer = tf.keras.optimizers.Optimizer
+
+
 class KerasExtensions(pipelining.PipeliningExtensions):
     """Methods mixed into Keras models built inside an ``IPUStrategy`` scope (pipelining's
     are in ``pipelining``)."""
@@ -142,6 +146,7 @@ class KerasExtensions(pipelining.PipeliningExtensions):
         epochs = call.get("epochs", 1) - call.get("initial_epoch", 0)
         plan = self._ipu_prepare(call, "steps_per_epoch", "train_function", epochs=epochs)
         self._ipu_wrap_callbacks(call, plan.replicas)
+        self._ipu_build_optimizer()
         # While fit runs, the model's steps per execution is the one fit cut to its epoch:
         # the SDK's validation, and a callback's evaluate or predict, start from it.
         outer = self.__dict__.get("_ipu_fitting")
@@ -230,6 +235,24 @@ class KerasExtensions(pipelining.PipeliningExtensions):
                         plan.steps_per_execution, accumulation))
             self._ipu_install_accumulation(accumulation, replicas=replicas)
         return plan
+
+    def _ipu_build_optimizer(self):
+        """Make the optimizer's variables (its slots) before fit's first trace, exactly as
+        Keras's ``train_step`` would make them at its first ``apply_gradients``: for every
+        trainable weight, in the optimizer's name scope.  A function whose first trace
+        creates variables is traced a second time by TensorFlow, without them; made here, the
+        train function is traced once (a small model's first fit: about 0.3 s of CPU less).
+        Only for Keras's own ``train_step`` with an optimizer applying its gradients itself
+        (not one wrapped for gradient accumulation or loss scaling)."""
+        optimizer = getattr(self, "optimizer", None)
+        if (not isinstance(optimizer, _KerasOptimizer) or getattr(optimizer, "_built", False)
+                or type(optimizer).apply_gradients is not _KerasOptimizer.apply_gradients
+                or "apply_gradients" in optimizer.__dict__
+                or type(self).train_step is not tf.keras.Model.train_step
+                or not self.built or not self.trainable_variables):
+            return
+        with self.distribute_strategy.scope(), tf.name_scope(optimizer.name):
+            optimizer.build(self.trainable_variables)
 
     def _ipu_steps_per_execution(self):
         variable = getattr(self, "_steps_per_execution", None)

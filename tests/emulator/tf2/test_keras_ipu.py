@@ -60,6 +60,42 @@ def test_fit_runs_steps_per_execution_batches_per_engine_run(strategy):
     assert runs.engine_runs == 3 + 3
 
 
+def test_fit_traces_once_and_trains_as_plain_keras_with_the_same_optimizer_slots(strategy):
+    # The optimizer's slots are made before fit's first trace (one trace, not TensorFlow's
+    # second one without variable creation), with the names and values Keras gives them.
+    def momentum_model():
+        model = tf.keras.Sequential([tf.keras.layers.Dense(1, kernel_initializer="zeros",
+                                                           name="d")])
+        model.build((BATCH, 4))
+        model.compile(optimizer=tf.keras.optimizers.SGD(0.05, momentum=0.9), loss="mse",
+                      steps_per_execution=2)
+        return model
+
+    plain = momentum_model()
+    plain_history = plain.fit(dataset(4), epochs=2, verbose=0)
+    with strategy.scope():
+        model = momentum_model()
+        history = model.fit(dataset(4), epochs=2, verbose=0)
+    assert model.train_function.experimental_get_tracing_count() == 1
+    assert ([v.name for v in model.optimizer.variables]
+            == [v.name for v in plain.optimizer.variables])
+    np.testing.assert_allclose(history.history["loss"], plain_history.history["loss"],
+                               rtol=1e-5)
+    for ours, theirs in zip(model.optimizer.variables, plain.optimizer.variables):
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_a_distributed_data_set_gives_the_data_sets_own_batches(strategy):
+    # On the strategy's one replica, without a multi-device iterator: the same batches in
+    # the same order, each epoch.
+    x, _ = arrays(3)
+    distributed = strategy.experimental_distribute_dataset(dataset(3))
+    for _ in range(2):
+        batches = [features.numpy() for features, _ in distributed]
+        assert len(batches) == 3
+        np.testing.assert_array_equal(np.concatenate(batches), x)
+
+
 def test_data_with_unknown_shapes_or_partial_batches_is_refused(strategy):
     with strategy.scope():
         model = linear_model()
