@@ -242,17 +242,23 @@ class KerasExtensions(pipelining.PipeliningExtensions):
         trainable weight, in the optimizer's name scope.  A function whose first trace
         creates variables is traced a second time by TensorFlow, without them; made here, the
         train function is traced once (a small model's first fit: about 0.3 s of CPU less).
-        Only for Keras's own ``train_step`` with an optimizer applying its gradients itself
-        (not one wrapped for gradient accumulation or loss scaling)."""
+        With gradient accumulation, its accumulators are made here too.  Only for Keras's own
+        ``train_step`` and optimizers (not a loss-scaling one)."""
         optimizer = getattr(self, "optimizer", None)
-        if (not isinstance(optimizer, _KerasOptimizer) or getattr(optimizer, "_built", False)
+        if (not isinstance(optimizer, _KerasOptimizer)
                 or type(optimizer).apply_gradients is not _KerasOptimizer.apply_gradients
-                or "apply_gradients" in optimizer.__dict__
                 or type(self).train_step is not tf.keras.Model.train_step
                 or not self.built or not self.trainable_variables):
             return
-        with self.distribute_strategy.scope(), tf.name_scope(optimizer.name):
-            optimizer.build(self.trainable_variables)
+        accumulating = self.__dict__.get("_ipu_accumulating")
+        wrapped = optimizer.__dict__.get("apply_gradients")
+        with self.distribute_strategy.scope():
+            if wrapped is None and not getattr(optimizer, "_built", False):
+                with tf.name_scope(optimizer.name):
+                    optimizer.build(self.trainable_variables)
+            elif accumulating is not None and wrapped == accumulating.apply_gradients:
+                # The accumulators too, as its first apply_gradients makes them.
+                accumulating.prepare(self.trainable_variables)
 
     def _ipu_steps_per_execution(self):
         variable = getattr(self, "_steps_per_execution", None)
@@ -490,28 +496,40 @@ class _GradientAccumulation:
         self._apply = optimizer.__dict__.get("_ipu_original_apply", optimizer.apply_gradients)
         optimizer.__dict__["_ipu_original_apply"] = self._apply
         optimizer.apply_gradients = self.apply_gradients
-        self._sums = None
+        self._sums = {}   # each weight's accumulator, by the weight's reference
         with tf.init_scope():
             self._count = tf.Variable(0, dtype=tf.int64, trainable=False,
                                       name="gradient_accumulation_count")
 
+    def prepare(self, variables):
+        """Make the accumulators and the optimizer's slots of ``variables`` now (eagerly),
+        not at the first trace of the train function (TensorFlow traces a function a second
+        time when its first trace made variables)."""
+        with tf.init_scope():
+            self._make_sums(variables)
+            if hasattr(self.optimizer, "build"):
+                self.optimizer.build(variables)
+
+    def _make_sums(self, variables):
+        for v in variables:
+            if v.ref() not in self._sums:
+                self._sums[v.ref()] = tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False,
+                                                  name="gradient_accumulator")
+
     def apply_gradients(self, grads_and_vars, *args, **kwargs):
         pairs = [(g, v) for g, v in grads_and_vars if g is not None]
-        if self._sums is None:
-            with tf.init_scope():
-                self._sums = [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False,
-                                          name="gradient_accumulator") for _, v in pairs]
-                if hasattr(self.optimizer, "build"):
-                    self.optimizer.build([v for _, v in pairs])
-        for total, (gradient, _) in zip(self._sums, pairs):
+        if any(v.ref() not in self._sums for _, v in pairs):
+            self.prepare([v for _, v in pairs])
+        sums = [self._sums[v.ref()] for _, v in pairs]
+        for total, (gradient, _) in zip(sums, pairs):
             total.assign_add(gradient)
         count = self._count.assign_add(1)
 
         def apply_accumulated():
             scale = 1.0 / self.steps if self.mean else 1.0   # per replica, then summed
-            self._apply([(total * scale, v) for total, (_, v) in zip(self._sums, pairs)],
+            self._apply([(total * scale, v) for total, (_, v) in zip(sums, pairs)],
                         *args, **kwargs)
-            for total in self._sums:
+            for total in sums:
                 total.assign(tf.zeros_like(total))
             return tf.constant(True)
 

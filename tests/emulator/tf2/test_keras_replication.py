@@ -53,6 +53,9 @@ def test_two_replicas_of_a_two_stage_pipeline_on_four_ipus(fresh_ipu_system):
         pipelined.set_pipelining_options(gradient_accumulation_steps_per_replica=4)
         history = pipelined.fit(dataset(), epochs=2, verbose=0)
     assert history.history["loss"][-1] < history.history["loss"][0]
+    # The accumulators and the optimizer's slots were made before the train function's
+    # first trace: TensorFlow did not trace it a second time.
+    assert pipelined.train_function.experimental_get_tracing_count() == 1
     # 16 batches = 8 per replica = 2 executions of 4 steps; an update per execution.
     runs = record.last_runs(2).runs
     assert [(r.replicas, r.iterations, r.num_ipus) for r in runs] == [(2, 4, 2)] * 2
