@@ -30,6 +30,18 @@ def notebook_namespace():
             "make_optimizer": make_optimizer, "loss_and_update": loss_and_update}
 
 
+_FEEDBACK = {}
+
+
+def judged(check, code):
+    """``check(code)``, run once in this module: the tests that read different things in one
+    attempt's feedback share its run (each run trains)."""
+    key = (check.exercise_name, code)
+    if key not in _FEEDBACK:
+        _FEEDBACK[key] = check(code)
+    return _FEEDBACK[key]
+
+
 def defined(source, name):
     """``name`` from ``source`` run as a notebook cell: like IPython, its lines are kept in
     ``linecache`` so that AutoGraph can read them (it converts a ``tf.range`` loop from source)."""
@@ -188,11 +200,20 @@ OUTFEED_ATTEMPTS = {
 
 
 def test_the_solution_passes_and_says_what_ran():
+    # The learner's notebook had configured 4 IPUs: the check runs on one of its own, then
+    # configures the learner's again.
+    configure_ipus(4)
     feedback = code_exercises.check_outfeed_loop(code_exercises.solution)
     assert feedback.ok, feedback.text
     assert feedback.text.startswith("Right: 6 engine runs of 10 steps each, each taking its "
                                     "batches from the infeed")
     assert "one dequeue brought back all 60" in feedback.text
+    assert_the_learners_ipus_are_configured(4)
+
+
+def assert_the_learners_ipus_are_configured(count):
+    from ipu_emulator.runtime import configured_system
+    assert [d.num_ipus for d in configured_system.current().devices] == [count]
 
 
 OUTFEED_ALTERNATIVES = {
@@ -226,11 +247,12 @@ def test_any_steps_per_execution_that_divides_the_steps_passes():
 @pytest.mark.parametrize("attempt", OUTFEED_ATTEMPTS)
 def test_each_wrong_outfeed_attempt_gets_its_own_hint(attempt):
     code, _ = OUTFEED_ATTEMPTS[attempt]
-    assert_own_hint(code_exercises.check_outfeed_loop(code), attempt, OUTFEED_ATTEMPTS)
+    assert_own_hint(judged(code_exercises.check_outfeed_loop, code), attempt, OUTFEED_ATTEMPTS)
 
 
 def test_an_error_shows_the_sdks_message_and_a_hint_without_a_traceback():
-    text = code_exercises.check_outfeed_loop(defined(NEXT_ON_THE_HOST, "train")).text
+    code, _ = OUTFEED_ATTEMPTS["next() on the infeed in host code"]   # NEXT_ON_THE_HOST
+    text = judged(code_exercises.check_outfeed_loop, code).text
     assert "Hint: only the IPU program reads an infeed" in text
     assert "Traceback" not in text and "File \"" not in text
 
@@ -312,11 +334,13 @@ KERAS_ATTEMPTS = {
 
 
 def test_the_keras_solution_passes_and_says_what_fit_did():
+    configure_ipus(4)   # the learner's own configuration, configured again after the check
     feedback = code_exercises.check_keras_steps_per_execution(code_exercises.keras_solution)
     assert feedback.ok, feedback.text
     assert feedback.text.startswith("Right: fit made 8 engine runs of 10 steps each: 80 steps "
                                     "of whole batches, launched 8 times instead of 80, and the "
                                     "weights ended where the tutorial's fit leaves them.")
+    assert_the_learners_ipus_are_configured(4)
 
 
 KERAS_ALTERNATIVES = {
@@ -343,7 +367,7 @@ def test_any_divisor_of_the_epoch_passes():
 @pytest.mark.parametrize("attempt", KERAS_ATTEMPTS)
 def test_each_wrong_keras_attempt_gets_its_own_hint(attempt):
     code, _ = KERAS_ATTEMPTS[attempt]
-    assert_own_hint(code_exercises.check_keras_steps_per_execution(code), attempt,
+    assert_own_hint(judged(code_exercises.check_keras_steps_per_execution, code), attempt,
                     KERAS_ATTEMPTS)
 
 
@@ -388,16 +412,11 @@ def test_the_solutions_the_notebook_shows_pass():
     assert code_exercises.check_keras_steps_per_execution(defined(codes[1], "train_keras")).ok
 
 
-def test_the_learners_own_ipu_configuration_is_kept():
-    from ipu_emulator.runtime import configured_system
-    configure_ipus(4)
-    code_exercises.check_outfeed_loop(code_exercises.solution)
-    code_exercises.check_keras_steps_per_execution(code_exercises.keras_solution)
-    assert [d.num_ipus for d in configured_system.current().devices] == [4]
+# That the learner's own IPU configuration is kept: in the two solutions' tests above.
 
 
 def test_a_variables_values_are_left_out_of_an_error_message():
-    text = code_exercises.check_keras_steps_per_execution(
-        keras_attempt(steps_per_execution=10, scope="compile and fit")).text
+    code, _ = KERAS_ATTEMPTS["the model built outside the strategy's scope"]
+    text = judged(code_exercises.check_keras_steps_per_execution, code).text
     assert "numpy=" not in text and "array(" not in text, text
     assert "ValueError: Variable (<tf.Variable 'dense" in text and "dtype=float32>)" in text
