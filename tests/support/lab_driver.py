@@ -6,7 +6,9 @@ The fixtures in ``tests/browser/conftest.py`` give each test:
   ``notebooks/`` (so outputs never land in the repository's notebooks) with
   ``IPU_EMULATOR_DATA=sample``, isolated Jupyter config/data/runtime dirs (no user settings,
   kernels or workspaces leak in), no news or update checks, autosave off and notebook
-  windowing off (every cell stays in the DOM, so locators see all outputs).  ``lab.url``,
+  windowing off (every cell stays in the DOM, so locators see all outputs), and no Extension
+  Manager, build check or language-server detection (each made the server run ``node``, most
+  at every load of JupyterLab).  ``lab.url``,
   ``lab.token``, ``lab.root_dir`` (the copy) and ``lab.log_path`` (the server's log).
 - ``browser``: one headless Chromium per session, the binary from ``IPU_LAB_CHROMIUM`` or
   ``/usr/bin/chromium`` (``scripts/ensure_browser.sh`` installs it), launched through
@@ -160,7 +162,19 @@ class LabServer:
                 "check_for_updates_class":
                     "jupyterlab.handlers.announcements.NeverCheckForUpdate",
             },
+            # jupyter_lsp looks for language servers when the server starts, running `node`
+            # (npm) to do it; no test uses one.
+            "LanguageServerManager": {"autodetect": False},
         }))
+        # At every load of JupyterLab the Extension Manager (in the sidebar) asks the server
+        # for the installed extensions and the build check whether a build is recommended;
+        # the server runs `node` (yarn's config, a version check) to answer both.  No test
+        # uses either.
+        labconfig = config / "labconfig"
+        labconfig.mkdir(parents=True, exist_ok=True)
+        (labconfig / "page_config.json").write_text(json.dumps({
+            "disabledExtensions": {"@jupyterlab/extensionmanager-extension": True},
+            "buildCheck": False}))
         settings = config / "lab" / "user-settings"
         for relpath, values in LAB_USER_SETTINGS.items():
             path = settings / relpath
