@@ -3,7 +3,8 @@
 ``lab`` (one JupyterLab per run, on a temporary copy of ``notebooks/``), ``browser`` (one
 headless Chromium per run) and ``page`` (a fresh browser context per test; afterwards its
 kernels are shut down, and on failure ``failure.png`` and the server log's tail are kept);
-``shared_page``: one page for all the tests of a module that only open notebooks and look.
+``shared_page``: one page, JupyterLab loaded once, for the tests that open their notebooks with
+``show_notebook`` (each closes the notebook before; kernels are shut down after each module).
 Every test collected under this folder gets the ``browser`` marker.
 """
 from pathlib import Path
@@ -74,21 +75,56 @@ def page(browser, lab, request, tmp_path):
         lab.shutdown_kernels()
 
 
-@pytest.fixture(scope="module")
-def _module_page(browser, lab):
+_CLOSE_NOTEBOOKS_JS = """() => {
+  for (const widget of Array.from(window.jupyterapp.shell.widgets('main'))) {
+    if (widget.context) widget.context.model.dirty = false;   // the copy is thrown away
+    widget.close();
+  }
+}"""
+
+
+@pytest.fixture(scope="session")
+def _lab_page(browser):
+    """One page for every test that takes ``shared_page``: JupyterLab is loaded once (a load
+    costs Chromium about 5 s of CPU) and each notebook opened in it (``show_notebook``)."""
     page = _new_page(browser)
+    page.failed = False
     try:
         yield page
     finally:
         page.context.close()
+
+
+@pytest.fixture(scope="module")
+def _module_page(_lab_page, lab):
+    """The shared page for one module; afterwards its notebooks are closed and the server's
+    kernels shut down.  After a failure the page leaves JupyterLab, so the next module loads
+    it anew rather than inherit a dialog or half-run notebook."""
+    try:
+        yield _lab_page
+    finally:
+        try:
+            if not _lab_page.failed:
+                _lab_page.evaluate(_CLOSE_NOTEBOOKS_JS)
+                _lab_page.locator(".jp-NotebookPanel").first.wait_for(state="detached",
+                                                                      timeout=10_000)
+        except Exception:
+            _lab_page.failed = True
+        if _lab_page.failed:
+            _lab_page.goto("about:blank")
+            _lab_page.failed = False
         lab.shutdown_kernels()
 
 
 @pytest.fixture
 def shared_page(_module_page, lab, request, tmp_path):
-    """One page for the tests of a module that only look (JupyterLab's files stay in its HTTP
-    cache from one test to the next); on failure a screenshot, as with ``page``."""
+    """One page for the tests of a module (and across modules: JupyterLab stays loaded and
+    its files in the HTTP cache); each opens its notebooks with ``show_notebook``, which
+    closes the one before.  On failure a screenshot, as with ``page``."""
     try:
         yield _module_page
     finally:
+        if any(getattr(getattr(request.node, f"_report_{when}", None), "failed", False)
+               for when in ("setup", "call")):
+            _module_page.failed = True
         _report_failure(_module_page, lab, request, tmp_path)

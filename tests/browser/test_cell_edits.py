@@ -4,7 +4,8 @@ and again after the page is reloaded while the kernel runs; the cell run again i
 import nbformat
 import pytest
 
-from tests.support.lab_driver import cell_outputs, code_cell, open_notebook, run_cell
+from tests.support.lab_driver import (cell_outputs, code_cell, open_notebook, run_cell,
+                                      wait_for_notebook)
 
 pytestmark = pytest.mark.browser
 
@@ -51,7 +52,7 @@ def test_an_edit_not_run_is_seen_before_it_is_saved_and_after_a_reload(page, lab
 
     # A reload while the kernel runs: the extension finds the kernel's comm and opens its own.
     page.reload(wait_until="domcontentloaded")
-    open_notebook(page, lab, "cell_edits.ipynb")
+    wait_for_notebook(page, "cell_edits.ipynb")
     edit_the_exercise(page, "\n# edited after the reload")
     text = verdict(page)
     assert EDITED_NOW in text, text

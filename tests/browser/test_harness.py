@@ -5,7 +5,7 @@ that Run All stops at an error, compare screenshots, and drive an ipywidgets Dro
 import nbformat
 import pytest
 
-from tests.support.lab_driver import (cell_states, error_outputs, image_src, images_differ, open_notebook,
+from tests.support.lab_driver import (cell_states, error_outputs, image_src, images_differ, show_notebook,
                         output_images, pixel_difference, run_all_cells, screenshot,
                         select_dropdown, wait_for_image_change)
 
@@ -24,14 +24,15 @@ def write_notebook(path, sources, collapsed=()):
     nbformat.write(notebook, path)
 
 
-def test_collapsed_lesson_checks_run_and_a_failing_one_stops_the_run(page, lab):
+def test_collapsed_lesson_checks_run_and_a_failing_one_stops_the_run(shared_page, lab):
     """A collapsed cell shows no execution count: Run All still finishes, and a failing
     collapsed check is seen as the error that stopped it."""
     write_notebook(lab.root_dir / "collapsed_check.ipynb",
                    ["x = 1", "# Lesson check: x\nassert x == 1", "y = 2",
                     "# Lesson check: y\nassert y == 3", "print('never runs')"],
                    collapsed=(1, 3))
-    open_notebook(page, lab, "collapsed_check.ipynb")
+    page = shared_page
+    show_notebook(page, lab, "collapsed_check.ipynb")
     run_all_cells(page, timeout=60_000)
 
     states = cell_states(page)
@@ -41,7 +42,7 @@ def test_collapsed_lesson_checks_run_and_a_failing_one_stops_the_run(page, lab):
     assert any("AssertionError" in error for error in error_outputs(page))
 
 
-def test_harness_tells_tracebacks_from_warnings(page, lab):
+def test_harness_tells_tracebacks_from_warnings(shared_page, lab):
     """The helpers themselves: stderr warnings are not errors, a traceback is, Run All stops
     there, and screenshots of different figures differ while the same figure does not."""
     write_notebook(lab.root_dir / "harness_check.ipynb", [
@@ -54,7 +55,8 @@ def test_harness_tells_tracebacks_from_warnings(page, lab):
         "print('never runs')",
     ])
 
-    open_notebook(page, lab, "harness_check.ipynb")
+    page = shared_page
+    show_notebook(page, lab, "harness_check.ipynb")
     run_all_cells(page, timeout=60_000)
 
     errors = error_outputs(page)
@@ -69,7 +71,7 @@ def test_harness_tells_tracebacks_from_warnings(page, lab):
     assert images_differ(same_a, other)
 
 
-def test_harness_drives_a_widget(page, lab):
+def test_harness_drives_a_widget(shared_page, lab):
     """The widget helpers: choosing a Dropdown option redraws an ipywidgets Image."""
     write_notebook(lab.root_dir / "widget_check.ipynb", [
         "import io\n"
@@ -84,7 +86,8 @@ def test_harness_drives_a_widget(page, lab):
         "choice.observe(lambda change: setattr(image, 'value', draw(change['new'])), 'value')\n"
         "w.VBox([choice, image])"])
 
-    open_notebook(page, lab, "widget_check.ipynb")
+    page = shared_page
+    show_notebook(page, lab, "widget_check.ipynb")
     run_all_cells(page, timeout=60_000)
 
     image = output_images(page).first

@@ -20,9 +20,10 @@ import nbformat
 import pytest
 
 from tests.support.lab_driver import (NOTEBOOKS, cell_states, colour_share, error_outputs,
-                                      notebook_panel, open_notebook, output_figures,
+                                      notebook_panel, output_figures,
                                       output_images, run_all_cells, save_notebook,
-                                      saved_notebook, screenshot, screenshots_dir)
+                                      saved_notebook, screenshot, screenshots_dir,
+                                      show_notebook)
 
 pytestmark = pytest.mark.browser
 
@@ -57,7 +58,9 @@ def _feedback_count(stored: dict) -> int:
 def test_stored_notebook_renders_in_jupyterlab(notebook, shared_page, lab):
     page = shared_page
     stored = _stored(notebook)
-    open_notebook(page, lab, notebook, kernel=False)
+    # In the JupyterLab the page shows already (the first test loads it): a learner opening
+    # one notebook after another, the one before closed.
+    show_notebook(page, lab, notebook, kernel=False)
     panel = notebook_panel(page)
     collapsed = [cell.get("metadata", {}).get("jupyter", {}).get("source_hidden", False)
                  for cell in stored["cells"] if cell["cell_type"] == "code"]
@@ -144,14 +147,15 @@ exercises.check_all_reduce_bytes(3)""",
 ]
 
 
-def test_a_tensorflow_notebook_runs_in_a_jupyterlab_kernel(page, lab):
+def test_a_tensorflow_notebook_runs_in_a_jupyterlab_kernel(shared_page, lab):
+    page = shared_page
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [nbformat.v4.new_code_cell(source) for source in TENSORFLOW_CELLS]
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                        "language": "python"}
     nbformat.write(notebook, Path(lab.root_dir) / TENSORFLOW_NOTEBOOK)
 
-    open_notebook(page, lab, TENSORFLOW_NOTEBOOK)
+    show_notebook(page, lab, TENSORFLOW_NOTEBOOK)
     run_all_cells(page)
 
     states = cell_states(page)

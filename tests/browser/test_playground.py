@@ -7,8 +7,9 @@ accumulation count must show the SDK's message while the last valid trace stays.
 import pytest
 
 from tests.support.lab_driver import (colour_share, error_outputs, images_differ, notebook_panel,
-                        open_notebook, pixel_difference, run_all_cells, screenshot,
-                        screenshots_dir, select_dropdown, wait_for_html_change, widget_html)
+                        pixel_difference, run_all_cells, screenshot,
+                        screenshots_dir, select_dropdown, show_notebook, wait_for_html_change,
+                        widget_html)
 
 pytestmark = pytest.mark.browser
 
@@ -20,7 +21,7 @@ TRACE_CLASS = "ipu-playground-trace"
 def playground(_module_page, lab):
     """Notebook 08 run once in a kernel for this module's tests (each drives its widgets);
     a kernel's start and a Run All for each test would check nothing more."""
-    open_notebook(_module_page, lab, NOTEBOOK)
+    show_notebook(_module_page, lab, NOTEBOOK)
     run_all_cells(_module_page)
     return _module_page
 

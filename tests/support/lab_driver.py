@@ -6,9 +6,10 @@ The fixtures in ``tests/browser/conftest.py`` give each test:
   ``notebooks/`` (so outputs never land in the repository's notebooks) with
   ``IPU_EMULATOR_DATA=sample``, isolated Jupyter config/data/runtime dirs (no user settings,
   kernels or workspaces leak in), no news or update checks, autosave off and notebook
-  windowing off (every cell stays in the DOM, so locators see all outputs), and no Extension
-  Manager, build check or language-server detection (each made the server run ``node``, most
-  at every load of JupyterLab).  ``lab.url``,
+  windowing off (every cell stays in the DOM, so locators see all outputs), JupyterLab's
+  application exposed to the page as ``window.jupyterapp`` (``show_notebook`` uses it), and
+  no Extension Manager, build check or language-server detection (each made the server run
+  ``node``, most at every load of JupyterLab).  ``lab.url``,
   ``lab.token``, ``lab.root_dir`` (the copy) and ``lab.log_path`` (the server's log).
 - ``browser``: one headless Chromium per session, the binary from ``IPU_LAB_CHROMIUM`` or
   ``/usr/bin/chromium`` (``scripts/ensure_browser.sh`` installs it), launched through
@@ -22,6 +23,13 @@ The helpers below take a Playwright ``Page`` (and return ``Locator`` objects):
 ``open_notebook(page, lab, name)``
     Opens ``/lab/tree/<name>`` (logged in with the token, workspace reset), waits until the
     notebook is shown and its kernel is idle, and returns the notebook panel's locator.
+``show_notebook(page, lab, name)``
+    The same in the JupyterLab the page shows already, without loading it again (a load
+    costs Chromium about 5 s of CPU): the notebook shown is closed and ``name`` opened with
+    JupyterLab's own command; a page not showing JupyterLab yet loads it.
+``wait_for_notebook(page, name)``
+    What both wait for: ``name`` shown in the current tab, its kernel idle (e.g. after
+    ``page.reload()``).
 ``run_all_cells(page, timeout=...)``
     ``Run > Run All Cells`` from the menu bar, then waits until no cell shows ``[*]``, every
     code cell has an execution count (or the run stopped at an error), and the kernel is idle.
@@ -236,6 +244,9 @@ class LabServer:
             f"--ServerApp.root_dir={self.root_dir}",
             "--ServerApp.terminals_enabled=False",
             "--LabApp.extension_manager=readonly",    # no PyPI queries from the server
+            # window.jupyterapp: show_notebook opens a notebook with JupyterLab's own command
+            # instead of loading all of JupyterLab again.
+            "--LabApp.expose_app_in_browser=True",
         ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             cmd.append("--allow-root")                # CI and containers run as root
@@ -424,12 +435,50 @@ def open_notebook(page, lab: LabServer, name: str, timeout: int = KERNEL_IDLE_TI
     """Open ``notebooks/<name>`` in JupyterLab, wait for its kernel to be idle (unless
     ``kernel`` is False: a notebook opened to be looked at), return its panel."""
     page.goto(lab.lab_url(name), wait_until="domcontentloaded", timeout=timeout)
+    return wait_for_notebook(page, name, timeout, kernel)
+
+
+def wait_for_notebook(page, name: str, timeout: int = KERNEL_IDLE_TIMEOUT, kernel: bool = True):
+    """Wait until JupyterLab shows the notebook ``name`` in its current tab, its cells drawn
+    and (unless ``kernel`` is False) its kernel idle; return its panel."""
+    page.locator(".lm-TabBar-tab.lm-mod-current", has_text=name).first.wait_for(
+        timeout=timeout)
     panel = notebook_panel(page)
     panel.wait_for(timeout=timeout)
     panel.locator(".jp-Cell").first.wait_for(timeout=timeout)
     if kernel:
         wait_for_kernel_idle(page, timeout)
     return panel
+
+
+_SHOW_IN_PLACE_JS = """
+async path => {
+  const app = window.jupyterapp;
+  for (const widget of Array.from(app.shell.widgets('main'))) {
+    // Closed without the "Save your work" dialog: a notebook whose kernel started is dirty
+    // (the kernel's language_info went into its metadata), and the copy is thrown away.
+    if (widget.context) widget.context.model.dirty = false;
+    widget.close();
+  }
+  await app.commands.execute('docmanager:open', {path});
+}
+"""
+
+
+def show_notebook(page, lab: LabServer, name: str, timeout: int = KERNEL_IDLE_TIMEOUT,
+                  kernel: bool = True):
+    """Like ``open_notebook``, in the JupyterLab the page already shows: what its main area
+    shows is closed and ``name`` opened with JupyterLab's own command (``docmanager:open``),
+    as a learner opens one from the file browser, without loading JupyterLab again (a load
+    costs Chromium seconds of CPU).  A page not showing this lab's JupyterLab yet loads it
+    (``open_notebook``)."""
+    if not (page.url.startswith(lab.url + "lab")
+            and page.evaluate("() => !!window.jupyterapp")):
+        return open_notebook(page, lab, name, timeout, kernel)
+    page.evaluate(_SHOW_IN_PLACE_JS, name)
+    page.wait_for_function("n => document.querySelectorAll('.jp-NotebookPanel').length === n",
+                           arg=1, timeout=timeout, polling=100)
+    return wait_for_notebook(page, name, timeout, kernel)
 
 
 def code_cells(page):
