@@ -27,6 +27,7 @@ Each ``run`` called eagerly is recorded as one ``EngineRun`` for the simulator.
 import sys
 
 import tensorflow as tf
+from tensorflow.python import tf2
 from tensorflow.python.data.ops import dataset_ops
 from tensorflow.python.distribute import distribute_lib, input_util, one_device_strategy
 from tensorflow.python.util import nest
@@ -119,8 +120,10 @@ class IPUStrategyV1(tf.distribute.OneDeviceStrategy):
         distribute theirs).  Without options its iterators are plain ones on the host, as
         ``tf.distribute`` makes them when it need not fetch to a device: the elements and their
         order are the same, but ``OneDeviceStrategy``'s multi-device iterator traced five
-        functions of its own at every ``iter()`` (every epoch of fit: about 70 ms of CPU)."""
-        if options is not None:
+        functions of its own at every ``iter()`` (every epoch of fit: about 70 ms of CPU).
+        With TensorFlow 2 behaviour off (a TF1 program, or a check run eagerly in one), the
+        multi-device iterator stays: the plain one's V1 form hands Keras its batches unpacked."""
+        if options is not None or not tf2.enabled():
             return super().experimental_distribute_dataset(dataset, options)
         return input_util.get_distributed_dataset(
             dataset, self.extended._input_workers_with_options(_ONE_REPLICA_INPUT),  # pylint: disable=protected-access
