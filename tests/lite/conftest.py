@@ -104,6 +104,7 @@ def context(chromium, origin):
 def _one_page(context):
     page = context.new_page()
     page.kernel = None            # the kernel the notebooks share, once one has started it
+    page.reset = None             # the notebook first opened after the reset, once it was
     try:
         yield page
     finally:

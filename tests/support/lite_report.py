@@ -33,16 +33,21 @@ def pytest_terminal_summary(terminalreporter, config):
     if "downloaded_bytes" in numbers:
         write(f"downloaded, first visit    {numbers['downloaded_bytes'] / 1e6:6.1f} MB "
               f"({numbers['requests']} requests, all to 127.0.0.1)")
+    warm = numbers.get("warm")
     if "warm_downloaded_bytes" in numbers:
         write(f"downloaded, second visit   {numbers['warm_downloaded_bytes'] / 1e6:6.1f} MB "
-              "(the rest from the browser's cache)")
-    for key, label in (("cold", "first visit (cold cache)"), ("warm", "second visit (warm)")):
-        times = numbers.get(key)
-        if times:
-            write(f"notebook 08, {label:<24}  page open to kernel idle "
-                  f"{times['kernel_idle_s']:5.1f} s, to first trace "
-                  f"{times['first_trace_s']:5.1f} s, to all cells run "
-                  f"{times['all_cells_s']:5.1f} s")
+              f"(notebook {warm['notebook'][:2]} after the reset; the rest from the browser's "
+              "cache)")
+    times = numbers.get("cold")
+    if times:
+        write(f"notebook 08, first visit (cold cache)   page open to kernel idle "
+              f"{times['kernel_idle_s']:5.1f} s, to first trace "
+              f"{times['first_trace_s']:5.1f} s, to all cells run "
+              f"{times['all_cells_s']:5.1f} s")
+    if warm:
+        write(f"notebook {warm['notebook'][:2]}, second visit (warm cache)  page open to kernel "
+              f"idle {warm['kernel_idle_s']:5.1f} s, to all cells run "
+              f"{warm['all_cells_s']:5.1f} s")
     if "floor_ratio" in numbers:
         write(f"bare JupyterLite (same JupyterLite, kernel, Pyodide; nothing of ours, cold "
               f"cache): page open to a trivial cell run {numbers['bare']['kernel_ready_s']:5.1f} s")
