@@ -23,10 +23,12 @@ The helpers below take a Playwright ``Page`` (and return ``Locator`` objects):
 ``open_notebook(page, lab, name)``
     Opens ``/lab/tree/<name>`` (logged in with the token, workspace reset), waits until the
     notebook is shown and its kernel is idle, and returns the notebook panel's locator.
-``show_notebook(page, lab, name)``
+``show_notebook(page, lab, name, kernel=True)``
     The same in the JupyterLab the page shows already, without loading it again (a load
     costs Chromium about 5 s of CPU): the notebook shown is closed and ``name`` opened with
-    JupyterLab's own command; a page not showing JupyterLab yet loads it.
+    JupyterLab's own command; a page not showing JupyterLab yet loads it.  With
+    ``kernel=False`` (a notebook opened to be looked at) it joins the kernel of the notebook
+    it replaces instead of starting one of its own.
 ``wait_for_notebook(page, name)``
     What both wait for: ``name`` shown in the current tab, its kernel idle (e.g. after
     ``page.reload()``).
@@ -339,10 +341,14 @@ class LabServer:
         """End every session and kernel, so the next notebook opened starts on a new kernel."""
         if self._proc is None or self._proc.poll() is not None:
             return
-        for session in self.api("api/sessions"):
-            self.api(f"api/sessions/{session['id']}", method="DELETE", timeout=30)
-        for kernel in self.api("api/kernels"):
-            self.api(f"api/kernels/{kernel['id']}", method="DELETE", timeout=30)
+        for kind in ("sessions", "kernels"):
+            for item in self.api(f"api/{kind}"):
+                try:
+                    self.api(f"api/{kind}/{item['id']}", method="DELETE", timeout=30)
+                except urllib.error.HTTPError as error:
+                    # Gone already: sessions that shared a kernel end with it.
+                    if error.code != 404:
+                        raise
 
     # -- URLs -------------------------------------------------------------------------------
     def lab_url(self, path: str = "", reset: bool = True) -> str:
@@ -452,15 +458,18 @@ def wait_for_notebook(page, name: str, timeout: int = KERNEL_IDLE_TIMEOUT, kerne
 
 
 _SHOW_IN_PLACE_JS = """
-async path => {
+async ([path, ownKernel]) => {
   const app = window.jupyterapp;
+  let kernel;
   for (const widget of Array.from(app.shell.widgets('main'))) {
+    kernel = kernel || widget.sessionContext?.session?.kernel?.id;
     // Closed without the "Save your work" dialog: a notebook whose kernel started is dirty
     // (the kernel's language_info went into its metadata), and the copy is thrown away.
     if (widget.context) widget.context.model.dirty = false;
     widget.close();
   }
-  await app.commands.execute('docmanager:open', {path});
+  await app.commands.execute('docmanager:open',
+                             ownKernel || !kernel ? {path} : {path, kernel: {id: kernel}});
 }
 """
 
@@ -471,11 +480,13 @@ def show_notebook(page, lab: LabServer, name: str, timeout: int = KERNEL_IDLE_TI
     shows is closed and ``name`` opened with JupyterLab's own command (``docmanager:open``),
     as a learner opens one from the file browser, without loading JupyterLab again (a load
     costs Chromium seconds of CPU).  A page not showing this lab's JupyterLab yet loads it
-    (``open_notebook``)."""
+    (``open_notebook``).  With ``kernel=False`` the notebook is connected to the kernel of the
+    notebook it replaces, as a learner can choose a running kernel, instead of starting a
+    kernel of its own (each costs about a CPU second)."""
     if not (page.url.startswith(lab.url + "lab")
             and page.evaluate("() => !!window.jupyterapp")):
         return open_notebook(page, lab, name, timeout, kernel)
-    page.evaluate(_SHOW_IN_PLACE_JS, name)
+    page.evaluate(_SHOW_IN_PLACE_JS, [name, kernel])
     page.wait_for_function("n => document.querySelectorAll('.jp-NotebookPanel').length === n",
                            arg=1, timeout=timeout, polling=100)
     return wait_for_notebook(page, name, timeout, kernel)
