@@ -1,10 +1,12 @@
 """Fixtures for the browser tests: JupyterLab + headless Chromium.  See ``lab_driver.py``.
 
 ``lab`` (one JupyterLab per run, on a temporary copy of ``notebooks/``), ``browser`` (one
-headless Chromium per run) and ``page`` (a fresh browser context per test; afterwards its
-kernels are shut down, and on failure ``failure.png`` and the server log's tail are kept);
-``shared_page``: one page, JupyterLab loaded once, for the tests that open their notebooks with
-``show_notebook`` (each closes the notebook before; kernels are shut down after each module).
+headless Chromium per run), ``shared_page``: one page, JupyterLab loaded once (a load costs
+Chromium about 5 s of CPU), for the tests that open their notebooks with ``show_notebook``
+(each closes the notebook before; kernels are shut down after each module; on failure
+``failure.png`` and the server log's tail are kept, and the next module loads JupyterLab
+anew); ``page``, for a test that needs a browser context of its own (a fresh one per test;
+afterwards its kernels are shut down, and on failure the same is kept).
 Every test collected under this folder gets the ``browser`` marker.
 """
 from pathlib import Path

@@ -4,7 +4,7 @@ and again after the page is reloaded while the kernel runs; the cell run again i
 import nbformat
 import pytest
 
-from tests.support.lab_driver import (cell_outputs, code_cell, open_notebook, run_cell,
+from tests.support.lab_driver import (cell_outputs, code_cell, run_cell, show_notebook,
                                       wait_for_notebook)
 
 pytestmark = pytest.mark.browser
@@ -35,9 +35,10 @@ def edit_the_exercise(page, text):
     page.keyboard.type(text)
 
 
-def test_an_edit_not_run_is_seen_before_it_is_saved_and_after_a_reload(page, lab):
+def test_an_edit_not_run_is_seen_before_it_is_saved_and_after_a_reload(shared_page, lab):
+    page = shared_page
     write_notebook(lab.root_dir / "cell_edits.ipynb")
-    open_notebook(page, lab, "cell_edits.ipynb")
+    show_notebook(page, lab, "cell_edits.ipynb")
     run_cell(page, 0)
     run_cell(page, 1)
     assert verdict(page).strip() == "judged"
