@@ -15,8 +15,10 @@ The fixtures in ``tests/browser/conftest.py`` give each test:
   ``/usr/bin/chromium`` (``scripts/ensure_browser.sh`` installs it), launched through
   Playwright's sync API with the flags a closed network needs.  Playwright gives each launch
   a fresh, empty profile (``--user-data-dir``).
-- ``page``: a new browser context and page per test, closed afterwards.  When a test fails,
-  a screenshot of the page is saved as ``failure.png`` in the test's ``tmp_path``.
+- ``shared_page``: one page for the whole session, JupyterLab loaded once, in which each test
+  opens its notebooks with ``show_notebook``; ``page``: a new browser context and page per
+  test, closed afterwards.  When a test fails, a screenshot of the page is saved as
+  ``failure.png`` in the test's ``tmp_path``.
 
 The helpers below take a Playwright ``Page`` (and return ``Locator`` objects):
 
@@ -57,8 +59,9 @@ ipywidgets: ``widget_dropdown(page, description)`` (the ``<select>``),
 
 Example (what a widget test looks like; ``test_harness_drives_a_widget`` does this)::
 
-    def test_schedule_changes_trace(page, lab):
-        open_notebook(page, lab, "08_pipeline_playground.ipynb")
+    def test_schedule_changes_trace(shared_page, lab):
+        page = shared_page
+        show_notebook(page, lab, "08_pipeline_playground.ipynb")
         run_all_cells(page)
         trace = output_images(page).first
         before_png, before_src = screenshot(trace), image_src(trace)
