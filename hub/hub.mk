@@ -9,8 +9,9 @@
 # (configurable-http-proxy from npm, npm from scripts/ensure_npm.sh), apart from the lab's .venv.
 # The learners' servers run on the lab's .venv Python; `jupyterhub` itself, which they also
 # need, is in build/hub-singleuser-venv, an overlay that sees .venv's packages and adds only
-# what .venv lacks (hub/singleuser.py appends it after .venv's own); pip installs it, not uv:
-# pip runs in the overlay's interpreter and sees .venv's packages through its .pth file.  State and homes:
+# what .venv lacks (hub/singleuser.py appends it after .venv's own): hub/overlay_requirements.py
+# lists those, pinned as the hub's venv has them, and they are installed without resolving
+# again (uv cannot see .venv's packages through the overlay's .pth file).  State and homes:
 # build/hub-state, build/hub-homes (git-ignored, kept by every `make hub`).
 HUB_VENV ?= build/hub-venv
 HUB_USER_VENV ?= build/hub-singleuser-venv
@@ -30,9 +31,8 @@ $(HUB_STAMP): hub/requirements-hub.txt $(if $(filter 0,$(LOCKED)),,locks/hub.txt
 	@test -x $(HUB_USER_VENV)/bin/python || $(BIN)/python -m venv --without-pip $(HUB_USER_VENV)
 	@echo "import site; site.addsitedir('$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')')" \
 		> $$($(HUB_USER_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz_lab_venv.pth
-	$(HUB_VENV)/bin/python -m pip --python $(HUB_USER_VENV)/bin/python install --quiet \
-		"jupyterhub==$$($(HUB_VENV)/bin/python -c 'import jupyterhub; print(jupyterhub.__version__)')" \
-		$(call locked,hub)
+	$(if $(filter 0,$(USE_UV)),$(HUB_VENV)/bin/python -m pip --python $(HUB_USER_VENV)/bin/python install,$(HUB_VENV)/bin/uv pip install --python $(HUB_USER_VENV)/bin/python) \
+		--quiet --no-deps $$($(HUB_VENV)/bin/python hub/overlay_requirements.py $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'))
 	@# Bytecode for every module, once: isolated learners (not root) cannot write __pycache__
 	@# in .venv, so without it each server and kernel would compile what it imports at every
 	@# start.  A few files of packages' test data are not Python 3: compileall says so, and

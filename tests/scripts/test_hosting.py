@@ -26,6 +26,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -161,6 +162,28 @@ def test_the_images_whole_list_resolves_offline_with_make_hubs_jupyterhub(tmp_pa
     lines = [f"{name}{spec}" for name, spec in image_requirements().items()]
     result = pip_dry_run(str(overlay), lines, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.hub
+def test_the_overlay_holds_only_what_the_labs_venv_lacks():
+    """hub/overlay_requirements.py's list (installed without resolving) names jupyterhub and
+    each dependency .venv lacks, nothing .venv has: the overlay holds exactly those."""
+    from importlib import metadata
+
+    hub_python = ROOT / "build" / "hub-venv" / "bin" / "python"
+    lab_site = sysconfig.get_paths()["purelib"]
+    listed = subprocess.run([str(hub_python), str(ROOT / "hub" / "overlay_requirements.py"),
+                             lab_site], capture_output=True, text=True, check=True).stdout.split()
+    names = {line.split("==")[0] for line in listed}
+    assert "jupyterhub" in names and "sqlalchemy" in names
+    in_lab = {canonicalize_name(d.metadata["Name"])
+              for d in metadata.distributions(path=[lab_site])}
+    assert not names & in_lab
+    overlay = ROOT / "build" / "hub-singleuser-venv" / "lib"
+    overlay_site = next(overlay.glob("python*/site-packages"))
+    in_overlay = {canonicalize_name(d.metadata["Name"])
+                  for d in metadata.distributions(path=[str(overlay_site)])}
+    assert in_overlay == names
 
 
 # --- the Dockerfile ---------------------------------------------------------------------------
