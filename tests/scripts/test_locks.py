@@ -104,7 +104,9 @@ def test_make_env_and_the_hub_install_with_the_locks_by_default():
     assert "-c locks/lab.txt" in planned("env")
     assert "locks/" not in planned("env", "LOCKED=0")   # the ranges alone, on request
     hub = planned("hub-tools")
-    assert hub.count("-c locks/hub.txt") == 2   # the hub's venv and the servers' overlay
+    assert hub.count("-c locks/hub.txt") == 1   # the hub's venv ...
+    # ... and the servers' overlay takes the hub's venv's versions, as installed, unresolved
+    assert "--no-deps $(build/hub-venv/bin/python hub/overlay_requirements.py" in hub
 
 
 def test_the_hosts_workflow_runs_the_locked_set_on_pythons_the_lab_takes():
