@@ -182,7 +182,7 @@ test: $(STAMP)
 		|| status=$$?; $(PYTHON) scripts/stage_times.py report $(MAKE_STARTED); exit $$status
 
 # The simulator, views, widgets and exercises only, without TensorFlow: about 14 seconds on two
-# cores (0.76 of 31e2a70's 18.5 s, side by side on 2026-11-29: docs/setup-and-testing.md).  Bytecode is cached as
+# cores (0.74 of 31e2a70's time, side by side on 2026-11-29: docs/setup-and-testing.md).  Bytecode is cached as
 # for `make test` (PYTHONDONTWRITEBYTECODE cleared): each worker would otherwise compile every
 # module and rewrite every test module's asserts again, about a second of CPU each.
 test-fast: $(STAMP)
