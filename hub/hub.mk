@@ -23,21 +23,23 @@ HUB_IP ?= 127.0.0.1
 HUB_PORT ?= 8000
 
 .PHONY: hub hub-tools progress
+# $(call purelib,VENV): the shell's expansion of VENV's site-packages folder, at recipe time.
+purelib = $$($(1)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 HUB_HOMES ?= $(or $(IPU_HUB_HOMES),build/hub-homes)
 
 $(HUB_STAMP): hub/requirements-hub.txt $(if $(filter 0,$(LOCKED)),,locks/hub.txt) $(STAMP)
 	@test -x $(HUB_VENV)/bin/python || $(PYTHON) -m venv $(HUB_VENV)
 	$(call install,$(HUB_VENV),-r hub/requirements-hub.txt $(call locked,hub))
 	@test -x $(HUB_USER_VENV)/bin/python || $(BIN)/python -m venv --without-pip $(HUB_USER_VENV)
-	@echo "import site; site.addsitedir('$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')')" \
-		> $$($(HUB_USER_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz_lab_venv.pth
+	@echo "import site; site.addsitedir('$(call purelib,$(VENV))')" \
+		> $(call purelib,$(HUB_USER_VENV))/zz_lab_venv.pth
 	$(if $(filter 0,$(USE_UV)),$(HUB_VENV)/bin/python -m pip --python $(HUB_USER_VENV)/bin/python install,$(HUB_VENV)/bin/uv pip install --python $(HUB_USER_VENV)/bin/python) \
-		--quiet --no-deps $$($(HUB_VENV)/bin/python hub/overlay_requirements.py $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'))
+		--quiet --no-deps $$($(HUB_VENV)/bin/python hub/overlay_requirements.py $(call purelib,$(VENV)))
 	@# Bytecode for every module, once: isolated learners (not root) cannot write __pycache__
 	@# in .venv, so without it each server and kernel would compile what it imports at every
 	@# start.  A few files of packages' test data are not Python 3: compileall says so, and
 	@# that is not an error here.
-	-@$(BIN)/python -m compileall -q -j 0 $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') $(HUB_USER_VENV)/lib > /dev/null
+	-@$(BIN)/python -m compileall -q -j 0 $(call purelib,$(VENV)) $(HUB_USER_VENV)/lib > /dev/null
 	@touch $(HUB_STAMP)
 
 $(HUB_PROXY):

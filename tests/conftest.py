@@ -8,8 +8,9 @@ forever fails it after ``FAST_TIMEOUT`` seconds instead.  A test's own ``timeout
 
 A fast-suite test still running after ``STALL_DUMP_S`` seconds has every thread's stack
 written to build/stalled_tests.log (by faulthandler's own thread, which needs no GIL: the
-stack names the test).  Twice in full runs a simulator test that takes 0.02 s alone sat 40-48 s without
-using any CPU, and once that failed a hang guard: the stacks say what the worker waited on.
+stack names the test).  Twice in full runs a simulator test that takes 0.02 s alone sat
+40-48 s without using any CPU, and once that failed a hang guard: the stacks say what the
+worker waited on.
 """
 import faulthandler
 from pathlib import Path

@@ -176,14 +176,14 @@ def test_the_overlay_holds_only_what_the_labs_venv_lacks():
                              lab_site], capture_output=True, text=True, check=True).stdout.split()
     names = {line.split("==")[0] for line in listed}
     assert "jupyterhub" in names and "sqlalchemy" in names
-    in_lab = {canonicalize_name(d.metadata["Name"])
-              for d in metadata.distributions(path=[lab_site])}
-    assert not names & in_lab
+
+    def installed_in(site):
+        return {canonicalize_name(d.metadata["Name"])
+                for d in metadata.distributions(path=[str(site)])}
+
+    assert not names & installed_in(lab_site)
     overlay = ROOT / "build" / "hub-singleuser-venv" / "lib"
-    overlay_site = next(overlay.glob("python*/site-packages"))
-    in_overlay = {canonicalize_name(d.metadata["Name"])
-                  for d in metadata.distributions(path=[str(overlay_site)])}
-    assert in_overlay == names
+    assert installed_in(next(overlay.glob("python*/site-packages"))) == names
 
 
 # --- the Dockerfile ---------------------------------------------------------------------------
