@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.lab_driver import LabServer, chromium_for_tests, keep_failure_screenshot
+from tests.support.lab_driver import (LabServer, chromium_for_tests, close_notebooks,
+                                      keep_failure_screenshot)
 
 HERE = Path(__file__).parent
 VIEWPORT = {"width": 1400, "height": 1000}
@@ -77,14 +78,6 @@ def page(browser, lab, request, tmp_path):
         lab.shutdown_kernels()
 
 
-_CLOSE_NOTEBOOKS_JS = """() => {
-  for (const widget of Array.from(window.jupyterapp.shell.widgets('main'))) {
-    if (widget.context) widget.context.model.dirty = false;   // the copy is thrown away
-    widget.close();
-  }
-}"""
-
-
 @pytest.fixture(scope="session")
 def _lab_page(browser):
     """One page for every test that takes ``shared_page``: JupyterLab is loaded once (a load
@@ -107,7 +100,7 @@ def _module_page(_lab_page, lab):
     finally:
         try:
             if not _lab_page.failed:
-                _lab_page.evaluate(_CLOSE_NOTEBOOKS_JS)
+                close_notebooks(_lab_page)
                 _lab_page.locator(".jp-NotebookPanel").first.wait_for(state="detached",
                                                                       timeout=10_000)
         except Exception:

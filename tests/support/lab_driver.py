@@ -31,6 +31,8 @@ The helpers below take a Playwright ``Page`` (and return ``Locator`` objects):
     JupyterLab's own command; a page not showing JupyterLab yet loads it.  With
     ``kernel=False`` (a notebook opened to be looked at) it joins the kernel of the notebook
     it replaces instead of starting one of its own.
+``close_notebooks(page)``
+    Closes every notebook that page's JupyterLab shows (between modules sharing it).
 ``wait_for_notebook(page, name)``
     What both wait for: ``name`` shown in the current tab, its kernel idle (e.g. after
     ``page.reload()``).
@@ -460,21 +462,33 @@ def wait_for_notebook(page, name: str, timeout: int = KERNEL_IDLE_TIMEOUT, kerne
     return panel
 
 
-_SHOW_IN_PLACE_JS = """
-async ([path, ownKernel]) => {
-  const app = window.jupyterapp;
+# Closes what JupyterLab's main area shows, without the "Save your work" dialog (a notebook
+# whose kernel started is dirty: the kernel's language_info went into its metadata; the copy
+# is thrown away); returns the id of the first kernel one of them had.
+_CLOSE_MAIN_AREA_JS = """
+app => {
   let kernel;
   for (const widget of Array.from(app.shell.widgets('main'))) {
     kernel = kernel || widget.sessionContext?.session?.kernel?.id;
-    // Closed without the "Save your work" dialog: a notebook whose kernel started is dirty
-    // (the kernel's language_info went into its metadata), and the copy is thrown away.
     if (widget.context) widget.context.model.dirty = false;
     widget.close();
   }
+  return kernel;
+}"""
+
+_SHOW_IN_PLACE_JS = f"""
+async ([path, ownKernel]) => {{
+  const app = window.jupyterapp;
+  const kernel = ({_CLOSE_MAIN_AREA_JS})(app);
   await app.commands.execute('docmanager:open',
-                             ownKernel || !kernel ? {path} : {path, kernel: {id: kernel}});
-}
+                             ownKernel || !kernel ? {{path}} : {{path, kernel: {{id: kernel}}}});
+}}
 """
+
+
+def close_notebooks(page):
+    """Close every notebook the page's JupyterLab shows (``show_notebook``'s page)."""
+    page.evaluate(f"() => {{ ({_CLOSE_MAIN_AREA_JS})(window.jupyterapp); }}")
 
 
 def show_notebook(page, lab: LabServer, name: str, timeout: int = KERNEL_IDLE_TIMEOUT,
