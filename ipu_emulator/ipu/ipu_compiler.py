@@ -222,33 +222,39 @@ def _top_level_sinks(new_ops):
     """Ops outside any loop whose outputs nothing else in the program consumes.
 
     Running these runs the whole computation, including side effects such as variable
-    updates and outfeed enqueues that no returned tensor depends on.  Variable initialisers
-    are not part of the program (they are lifted out of it and run once, by the host's
-    ``global_variables_initializer``): grouping them in would reset the variables at every
-    run of the program.
+    updates and outfeed enqueues that no returned tensor depends on.  A variable's own ops
+    are not part of the program: its initialiser is lifted out of it and run once, by the
+    host's ``global_variables_initializer`` (grouping it in would reset the variable at every
+    run), and the read and the is-initialised check TensorFlow makes with every variable
+    compute values nobody asked for (grouping them in read every weight at every run, and
+    made a control edge per weight from each IPU's device to the one holding the group).
     """
-    initializers = _variable_initializers(new_ops)
+    not_program = _variable_own_ops(new_ops)
     consumed = set()
     for op in new_ops:
         consumed.update(inp.op for inp in op.inputs)
         consumed.update(op.control_inputs)
     return [op for op in new_ops
-            if op not in consumed and op not in initializers and op.type != "Const"
+            if op not in consumed and op not in not_program and op.type != "Const"
             and op._get_control_flow_context() is None]  # pylint: disable=protected-access
 
 
-def _variable_initializers(new_ops):
-    """The initialiser ops of the graph's variables and of their replicas' copies (their
-    initial values feed only them)."""
+def _variable_own_ops(new_ops):
+    """The ops TensorFlow makes with each of the graph's variables, the program's or not
+    (its initialiser, is-initialised check and value read), and the initialisers of the
+    replicas' copies (their initial values feed only them)."""
     if not new_ops:
         return set()
     graph = new_ops[0].graph
     keys = (tf.compat.v1.GraphKeys.GLOBAL_VARIABLES, tf.compat.v1.GraphKeys.LOCAL_VARIABLES,
             tf.compat.v1.GraphKeys.MODEL_VARIABLES)
-    initializers = set()
+    own = set()
     for key in keys:
         for variable in graph.get_collection(key):
-            initializer = getattr(variable, "initializer", None)
-            if initializer is not None:
-                initializers.add(initializer)
-    return initializers | replication.copy_initializers(graph)
+            # pylint: disable=protected-access  (TensorFlow keeps these on the variable only)
+            for made in (getattr(variable, "initializer", None),
+                         getattr(variable, "_is_initialized_op", None),   # a tensor
+                         getattr(variable, "_graph_element", None)):      # the read, a tensor
+                if made is not None:
+                    own.add(made if isinstance(made, tf.Operation) else made.op)
+    return own | replication.copy_initializers(graph)

@@ -161,7 +161,7 @@ class PipelineBuilder:
                     graph_loops.enclosing_name_scope(self.graph, self.enclosing_scope):
                 done = (self._micro_batch(counter) if self.replicas == 1
                         else self._replicated_micro_batch(counter))
-            with tf.control_dependencies(done):
+            with tf.control_dependencies(_one_wait_per_shard(done)):
                 return counter + 1
 
         with tf.control_dependencies(guards):
@@ -376,7 +376,8 @@ class PipelineBuilder:
                     cleared.append(buffer.assign(zeros))
             apply_op = result.opt.apply_gradients(applied, *result.apply_gradients_args,
                                                   **result.apply_gradients_kwargs)
-            with tf.control_dependencies([apply_op] + cleared):
+            with tf.control_dependencies(
+                    _one_wait_per_shard(_group_members(apply_op) + cleared)):
                 return tf.constant(0)
 
         first = self._next_op_id()
@@ -595,6 +596,33 @@ def unmodelled_memory_options(**given) -> tuple:
                         UNMODELLED_MEMORY_OPTIONS[name])
     return switched_on
 
+
+
+def _group_members(op):
+    """What a ``tf.group`` (a NoOp of control inputs, possibly one per device) waits for;
+    any other op itself.  An optimizer's ``apply_gradients`` returns such a group."""
+    if op.type != "NoOp" or op.inputs or not op.control_inputs:
+        return [op]
+    return [member for waited in op.control_inputs for member in _group_members(waited)]
+
+
+def _one_wait_per_shard(effects):
+    """Ops to wait for ``effects`` through: one per shard, placed with that shard's effects.
+
+    A control edge from an op on one device to an op on another is a message between them,
+    sent at every run of the op; waiting for each weight's update or accumulation from the
+    loop counter's device sent one per weight on every micro-batch.  (TensorFlow's own
+    ``tf.group`` groups by device string, which ops placed by colocation with their variable
+    do not have.)"""
+    per_shard = {}
+    for effect in effects:
+        op = effect if isinstance(effect, tf.Operation) else effect.op
+        per_shard.setdefault(shards.placed_shard(op), []).append(op)
+    waits = []
+    for ops in per_shard.values():
+        with tf.compat.v1.colocate_with(ops[0]), tf.control_dependencies(ops):
+            waits.append(tf.no_op(name="wait_for_shard"))
+    return waits
 
 __all__ = ["PipelineBuilder", "replicated_build", "single_replica", "stage_ipus",
            "is_v1_optimizer", "is_keras_optimizer", "UNMODELLED_MEMORY_OPTIONS",

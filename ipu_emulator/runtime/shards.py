@@ -15,7 +15,8 @@ A TF1 ``Session`` has only one CPU device unless its ``ConfigProto`` asks for mo
 sessions.  The tutorial scripts create ``tf.Session()`` themselves, so ``install()`` wraps
 ``BaseSession.__init__``: a session created after an IPU system with ``N`` IPUs in total was
 configured gets ``N`` CPU devices (unless its config already asks for at least that many);
-a session created without a config also gets soft placement.
+a session created without a config also gets soft placement, and every session runs
+without Grappler's rewrites (``graph_rewrites``).
 Doing it at session creation rather than at configure time is the only place it can be
 done: the device list of a session is fixed when it is created, and it is the one moment
 we know both the configuration and the session's own ``ConfigProto``.
@@ -53,6 +54,7 @@ import tensorflow as tf
 from tensorflow.python.client import session as tf_session
 
 from ipu_emulator.runtime import configured_system
+from ipu_emulator.runtime.graph_rewrites import without_grappler
 from ipu_emulator.sim import hardware
 
 SHARDING_ATTR = "_XlaSharding"
@@ -300,7 +302,7 @@ def _config_with_cpus(config, needed):
 def _init(self, target="", graph=None, config=None):
     needed = required_cpu_devices(graph if graph is not None
                                   else tf.compat.v1.get_default_graph())
-    _original_init(self, target, graph, _config_with_cpus(config, needed))
+    _original_init(self, target, graph, without_grappler(_config_with_cpus(config, needed)))
 
 
 def install():

@@ -245,3 +245,30 @@ def test_pre_compile_executions_return_zeros_and_change_nothing(fresh_ipu_system
     assert result["loss"] == 0.0 and result["loss"].dtype == np.float32
     np.testing.assert_array_equal(result["block"], np.zeros((2, 3), np.float32))
     assert result["host"] == 1.0  # fetches outside the program run as usual
+
+
+def ops_run(sess, fetch):
+    """The names and types of the ops a run of ``fetch`` executed (its partition graphs)."""
+    metadata = tf.compat.v1.RunMetadata()
+    sess.run(fetch, options=tf.compat.v1.RunOptions(output_partition_graphs=True),
+             run_metadata=metadata)
+    return {(node.name, node.op) for part in metadata.partition_graphs for node in part.node}
+
+
+def test_a_program_of_ops_runs_its_updates_and_no_read_nobody_asked_for(graph, sess):
+    # The program's sinks, run at every run, leave out the read and the is-initialised
+    # check TensorFlow makes with each variable: they would read every weight each time.
+    def step():
+        used = resource_variable("used", 1.0)
+        resource_variable("unused", 5.0)
+        used.assign_add(1.0)
+
+    program = compile_on_ipu(step)
+    sess.run(tf.compat.v1.global_variables_initializer())
+    ran = ops_run(sess, program)
+    assert any(kind == "AssignAddVariableOp" for _, kind in ran)
+    assert not any(kind == "VarIsInitializedOp" for _, kind in ran), sorted(ran)
+    assert not any(name.startswith(("used/Read", "unused/")) for name, _ in ran), sorted(ran)
+    with graph.as_default(), tf.compat.v1.variable_scope("", reuse=True):
+        used = tf.compat.v1.get_variable("used", use_resource=True)
+    assert sess.run(used) == 2.0
