@@ -35,18 +35,26 @@ $(HUB_STAMP): hub/requirements-hub.txt $(if $(filter 0,$(LOCKED)),,locks/hub.txt
 		> $(call purelib,$(HUB_USER_VENV))/zz_lab_venv.pth
 	$(if $(filter 0,$(USE_UV)),$(HUB_VENV)/bin/python -m pip --python $(HUB_USER_VENV)/bin/python install,$(HUB_VENV)/bin/uv pip install --python $(HUB_USER_VENV)/bin/python) \
 		--quiet --no-deps $$($(HUB_VENV)/bin/python hub/overlay_requirements.py $(call purelib,$(VENV)))
-	@# Bytecode for every module, once: isolated learners (not root) cannot write __pycache__
-	@# in .venv, so without it each server and kernel would compile what it imports at every
-	@# start.  A few files of packages' test data are not Python 3: compileall says so, and
-	@# that is not an error here.
-	-@$(BIN)/python -m compileall -q -j 0 $(call purelib,$(VENV)) $(HUB_USER_VENV)/lib > /dev/null
+	-@$(BIN)/python -m compileall -q -j 0 $(HUB_USER_VENV)/lib > /dev/null
 	@touch $(HUB_STAMP)
+
+# Bytecode for every module a learner's server or kernel can import, once: isolated learners
+# (not root) cannot write __pycache__ in .venv, so without it each server and kernel would
+# compile what it imports at every start (the overlay's is compiled above).  The test tools
+# and the packages' own test suites are left out: a fifth of the files.  Its own target, so
+# that `make -j` compiles while the hub's venv and the site are built.  A few files of
+# packages' test data are not Python 3: compileall says so, and that is not an error here.
+LAB_BYTECODE := $(VENV)/.bytecode-stamp
+NOT_FOR_LEARNERS := '/(pip|setuptools|_pytest|pytest[^/]*|xdist|hypothesis|playwright|nbval|importlinter|grimp)/|/tests/'
+$(LAB_BYTECODE): $(STAMP)
+	-@$(BIN)/python -m compileall -q -j 0 -x $(NOT_FOR_LEARNERS) $(call purelib,$(VENV)) > /dev/null
+	@touch $@
 
 $(HUB_PROXY):
 	@bash scripts/ensure_npm.sh
 	npm install --silent --no-save --no-package-lock --prefix $(HUB_NODE) configurable-http-proxy@$(HUB_CHP_VERSION)
 
-hub-tools: $(STAMP) $(HUB_STAMP) $(HUB_PROXY)
+hub-tools: $(STAMP) $(LAB_BYTECODE) $(HUB_STAMP) $(HUB_PROXY)
 
 hub: hub-tools
 	HUB_IP=$(HUB_IP) HUB_PORT=$(HUB_PORT) \

@@ -1,6 +1,7 @@
 """tests/support/preloaded_python.py: a child forked from the preloaded server behaves as a
-fresh ``python -m module`` would (arguments, working directory, environment, sys.path,
-output, exit code, exit handlers, a time limit), only with TensorFlow imported already.
+fresh ``python -m module`` (or ``python -c code``) would (arguments, working directory,
+environment, sys.path, output, exit code, exit handlers, a time limit), only with TensorFlow
+imported already.
 One server for the module (its TensorFlow import: about 3 s of CPU, once)."""
 import json
 import subprocess
@@ -58,6 +59,23 @@ def test_a_forked_child_behaves_as_a_fresh_one(server, probe_dir):
     assert said[0].pop("tensorflow_loaded") is True and said[1].pop("tensorflow_loaded") is False
     assert said[0] == said[1] == {"argv": ["3", "an argument"], "cwd": str(probe_dir),
                                   "path0": str(probe_dir), "path1": str(probe_dir / "elsewhere"),
+                                  "setting": "seen", "main": "__main__"}
+    for returncode, out, err in (forked, new):
+        assert returncode == 3
+        assert out.splitlines()[1:] == ["thread done", "atexit ran"]
+        assert err.strip() == "to stderr"
+
+
+def test_forked_code_behaves_as_python_c(server, probe_dir):
+    env = child_env(PROBE_SETTING="seen", PYTHONPATH=probe_dir / "elsewhere")
+    forked = server.run_code(PROBE, ["3", "an argument"], probe_dir, env, timeout=60)
+    done = subprocess.run([sys.executable, "-c", PROBE, "3", "an argument"], cwd=probe_dir,
+                          env=env, capture_output=True, text=True, timeout=60)
+    new = done.returncode, done.stdout, done.stderr
+    said = [json.loads(out.splitlines()[0]) for _, out, _ in (forked, new)]
+    assert said[0].pop("tensorflow_loaded") is True and said[1].pop("tensorflow_loaded") is False
+    assert said[0] == said[1] == {"argv": ["3", "an argument"], "cwd": str(probe_dir),
+                                  "path0": "", "path1": str(probe_dir / "elsewhere"),
                                   "setting": "seen", "main": "__main__"}
     for returncode, out, err in (forked, new):
         assert returncode == 3

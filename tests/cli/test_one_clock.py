@@ -3,13 +3,12 @@ pipelining tutorial's layout are priced alike, phase by phase and stage by stage
 
 The recorded side runs ``tests/layouts/pipelining_tutorial_layout.py`` unmodified through the
 runner (steps 1, 2 and 3, batch 32, 16 mini-batches per weight update), one child process per
-step, and reports each engine run's stages.  The CLI side is ``cost_model.stage_costs`` and
+case, and reports each engine run's stages.  The CLI side is ``cost_model.stage_costs`` and
 ``cost_model.shard_costs`` of ``builtin_model("tutorial-mlp")``, what ``python -m ipu_emulator
 simulate --model tutorial-mlp`` simulates.  Each phase of each stage must take the same
 simulated time within 2 %, and the tensors a shard reads from the other must be the same.
 """
 import dataclasses
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -17,7 +16,7 @@ from ipu_emulator.sim import cost_model, hardware
 from ipu_emulator.sim.builtin_models import builtin_model
 from ipu_emulator.sim.cost_model import StageCost
 from ipu_emulator.sim.pipeline_simulator import action_seconds
-from tests.support.child_python import REPORTER, ROOT, run_python
+from tests.support.child_python import REPORTER, ROOT, run_code
 
 LAYOUT = ROOT / "tests" / "layouts" / "pipelining_tutorial_layout.py"
 IPU2 = hardware.get_target("ipu2")
@@ -44,13 +43,10 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def recorded():
-    # The four children at once: each spends most of its time importing TensorFlow.
-    with ThreadPoolExecutor(len(CASES)) as pool:
-        children = {name: pool.submit(run_python, CHILD, *args, timeout=600)
-                    for name, args in CASES.items()}
+    # One child per step, each forked with TensorFlow imported already (run_code).
     found = {}
-    for name, child in children.items():
-        results = child.result().check().results
+    for name, args in CASES.items():
+        results = run_code(CHILD, *args, timeout=600).check().results
         stages = tuple(StageCost(**dict(s, layers=tuple(s["layers"]), op_cycles=tuple(
             s["op_cycles"]), reads=tuple(tuple(r) for r in s["reads"])))
             for s in results["stages"])

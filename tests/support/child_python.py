@@ -9,11 +9,13 @@ result with ``report(name, value)`` (see ``REPORTER``) for ``ChildRun.results``.
 
 * ``child_env(**changes)``: the environment every child gets (``CHILD_ENV`` set, ``DROPPED``
   removed), with ``changes`` on top (a value of ``None`` removes the variable).
-* ``run_python(code, *args, cwd=None, env=None, timeout=300)``: ``python -c code args...``.
+* ``run_python(code, *args, cwd=None, env=None, timeout=300)``: ``python -c code args...``,
+  always a new interpreter.
 * ``run_emulator(*args, cwd=None, env=None, timeout=300)``: ``python -m ipu_emulator args...``,
   forked from a Python that has TensorFlow imported already (``preloaded_python.py``: 2.5 s
   of CPU less per child), or a new process when the environment asks for what only a new
-  process gives.  A test of what a fresh interpreter imports uses ``run_python``.
+  process gives.  ``run_code(code, *args, ...)``: ``python -c`` the same way.  A test of
+  what a fresh interpreter imports uses ``run_python``.
 
 Both return a ``ChildRun``: ``returncode``, ``stdout``, ``stderr``, ``cwd`` (the directory the
 child ran in, where it wrote its files), ``check()`` (fails the test, with the end of stderr,
@@ -120,13 +122,26 @@ def run_emulator(*args, cwd=None, env=None, timeout=300) -> ChildRun:
     """``python -m ipu_emulator args...``; ``env`` defaults to ``child_env()``.  Forked from a
     Python that has imported TensorFlow already (``preloaded_python``) where the environment
     allows, else a new process; ``IPU_LAB_TEST_FORKS=0`` makes it a new process always."""
-    env = child_env() if env is None else env
     command = [sys.executable, "-m", "ipu_emulator", *map(str, args)]
+    return _run_preloaded(command, lambda server, env: server.run_module(
+        "ipu_emulator", command[3:], cwd, env, timeout), cwd, env, timeout)
+
+
+def run_code(code, *args, cwd=None, env=None, timeout=300) -> ChildRun:
+    """``python -c code args...``, forked where the environment allows, as ``run_emulator``
+    (for a child that does TensorFlow work, not one that tests what a new interpreter imports:
+    ``run_python``).  One child at a time per test process."""
+    command = [sys.executable, "-c", code, *map(str, args)]
+    return _run_preloaded(command, lambda server, env: server.run_code(
+        code, command[3:], cwd, env, timeout), cwd, env, timeout)
+
+
+def _run_preloaded(command, fork, cwd, env, timeout) -> ChildRun:
+    env = child_env() if env is None else env
     server = _preloaded()
     if server is None or not server.can_run(env):
         return _run(command, cwd, env, timeout)
-    returncode, stdout, stderr = server.run_module("ipu_emulator", command[3:], cwd, env,
-                                                   timeout)
+    returncode, stdout, stderr = fork(server, env)
     return ChildRun(args=command, returncode=returncode, stdout=stdout, stderr=stderr,
                     cwd=Path(cwd) if cwd is not None else None)
 
@@ -150,5 +165,5 @@ def forked_cpu_seconds() -> float:
     return _SERVER[0].cpu_seconds if _SERVER else 0.0
 
 
-__all__ = ["CHILD_ENV", "DROPPED", "REPORTER", "ROOT", "ChildRun", "child_env", "run_emulator",
-           "run_python"]
+__all__ = ["CHILD_ENV", "DROPPED", "REPORTER", "ROOT", "ChildRun", "child_env", "run_code",
+           "run_emulator", "run_python"]

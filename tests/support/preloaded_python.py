@@ -1,7 +1,7 @@
 """Child Pythons with TensorFlow already imported: a fork server for the tests' TF children.
 
-Every ``python -m ipu_emulator run ...`` child the tests start imports TensorFlow first, about
-2.5 s of CPU each, and `make test` starts about sixty of them.  So each test process keeps one
+Every ``python -m ipu_emulator run ...`` (or ``python -c ...``) child the tests start imports
+TensorFlow first, about 2.5 s of CPU each, and `make test` starts about sixty of them.  So each test process keeps one
 server process (started on first use) that has imported TensorFlow and nothing of ours, and
 forks it for each child: the fork runs the command as a fresh interpreter would (its own
 ``sys.argv``, environment, working directory, standard streams, exit code, ``atexit``
@@ -11,12 +11,14 @@ What a fork cannot give a fresh interpreter, it must not be asked for: a child w
 environment differs from the server's in anything read while Python or TensorFlow start
 (``STARTUP_VARIABLES``: ``TF_*``, ``PYTHON*`` but ``PYTHONPATH``, thread and library settings)
 runs as a real new process instead (``child_python`` decides), and so does a test that checks
-what a fresh interpreter imports (it calls ``run_python``, which never forks).  ``PYTHONPATH``
-is applied as Python applies it at start-up: its entries after ``sys.path[0]``.
+what a fresh interpreter imports (it calls ``run_python``, which never forks; ``run_code``
+forks as ``run_emulator`` does).  ``PYTHONPATH`` is applied as Python applies it at
+start-up: its entries after ``sys.path[0]``.
 
 The server speaks JSON lines on its standard input and output: a request names the command
-(``module`` and ``args``), ``cwd``, ``env`` and the files for the child's output; the answer
-gives the child's ``pid`` at once, then its ``returncode`` and CPU seconds when it ends.
+(``module`` or ``code``, and ``args``), ``cwd``, ``env`` and the files for the child's output;
+the answer gives the child's ``pid`` at once, then its ``returncode`` and CPU seconds when it
+ends.  It runs one child at a time.
 """
 from __future__ import annotations
 
@@ -61,6 +63,7 @@ def _run_child(request) -> None:  # pragma: no cover - runs in a forked child
     import atexit
     import runpy
     import traceback
+    import types
 
     code = 1
     try:
@@ -78,13 +81,20 @@ def _run_child(request) -> None:  # pragma: no cover - runs in a forked child
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        # sys.path as `python -m` builds it: the working directory, PYTHONPATH, the rest.
+        # sys.path as `python -m` (or -c) builds it: the working directory (-c: ''),
+        # PYTHONPATH, the rest.
         extra = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
         rest = [p for p in sys.path if p and p not in extra]   # '' (the server's -c) left out
-        sys.path[:] = [os.getcwd(), *extra, *rest]
-        sys.argv = [request["module"], *request["args"]]
+        sys.path[:] = ["" if "code" in request else os.getcwd(), *extra, *rest]
         try:
-            runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+            if "code" in request:          # python -c code args
+                sys.argv = ["-c", *request["args"]]
+                main = types.ModuleType("__main__")
+                sys.modules["__main__"] = main
+                exec(compile(request["code"], "<string>", "exec"), main.__dict__)
+            else:                          # python -m module args
+                sys.argv = [request["module"], *request["args"]]
+                runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
             code = 0
         except SystemExit as ended:
             code = ended.code if isinstance(ended.code, int) else (0 if ended.code is None
@@ -127,6 +137,7 @@ class PreloadedPython:
         self._root = root
         self._env = dict(env)
         self._process = None
+        self._one_at_a_time = threading.Lock()
         self.cpu_seconds = 0.0   # the children's CPU, which this process never waits for
 
     def can_run(self, env: dict) -> bool:
@@ -143,17 +154,25 @@ class PreloadedPython:
     def run_module(self, module: str, args, cwd, env: dict, timeout: float):
         """``python -m module args`` in a fork: (returncode, stdout, stderr), or
         ``subprocess.TimeoutExpired`` after ``timeout`` seconds (the child is stopped)."""
+        return self._run({"module": module}, [module, *args], args, cwd, env, timeout)
+
+    def run_code(self, code: str, args, cwd, env: dict, timeout: float):
+        """``python -c code args`` in a fork, as ``run_module``."""
+        return self._run({"code": code}, ["-c", code, *args], args, cwd, env, timeout)
+
+    def _run(self, command: dict, shown, args, cwd, env: dict, timeout: float):
+        # One child at a time: the server answers requests in order, on one pipe.
         server = self._server()
-        with tempfile.TemporaryDirectory() as folder:
+        with self._one_at_a_time, tempfile.TemporaryDirectory() as folder:
             out, err = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
-            server.stdin.write(json.dumps({"module": module, "args": list(args),
+            server.stdin.write(json.dumps({**command, "args": list(map(str, args)),
                                            "cwd": os.path.abspath(cwd or os.getcwd()),
                                            "env": env, "stdout": out, "stderr": err}) + "\n")
             server.stdin.flush()
             started = _answer(server.stdout.readline())
             ended = self._wait(server, started["pid"], timeout)
             if ended.get("timed_out"):
-                raise subprocess.TimeoutExpired([module, *args], timeout)
+                raise subprocess.TimeoutExpired(shown, timeout)
             ended = _answer(ended.get("line", ""))
             self.cpu_seconds += ended["cpu_seconds"]
             with open(out, encoding="utf-8", errors="replace") as o, \
