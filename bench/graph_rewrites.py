@@ -9,11 +9,9 @@ CPU time of the checks and the host wall time of the training; medians over the 
 then ratios.  Usage:  python bench/graph_rewrites.py [--rounds R]
 """
 import argparse
-import json
 import os
-import statistics
-import subprocess
-import sys
+
+from _alternating import alternating_medians, child_json
 
 CHILD = r"""
 import json, sys, time
@@ -76,22 +74,15 @@ MODES = ("off", "grappler")
 
 
 def measure(mode):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", IPU_EMULATOR_DATA="sample")
-    out = subprocess.run([sys.executable, "-c", CHILD, mode], env=env, check=True,
-                         capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return child_json(CHILD, mode, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
+                                            IPU_EMULATOR_DATA="sample"))
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     rounds = parser.parse_args().rounds
-    results = {mode: [] for mode in MODES}
-    for index in range(rounds):
-        for mode in (MODES if index % 2 == 0 else MODES[::-1]):
-            results[mode].append(measure(mode))
-    median = {mode: {key: statistics.median(r[key] for r in runs) for key in runs[0]}
-              for mode, runs in results.items()}
+    median = alternating_medians(measure, MODES, rounds)
     print(f"checks of 07, 09, 11, 12 and notebook 02's training, {rounds} rounds (medians)")
     for mode, name in (("off", "Grappler off (default)"), ("grappler", "Grappler on")):
         m = median[mode]

@@ -9,11 +9,9 @@ of the training.  Medians over the rounds, then
 ratios.  Usage:  python bench/memory_release.py [--rounds R]
 """
 import argparse
-import json
 import os
-import statistics
-import subprocess
-import sys
+
+from _alternating import alternating_medians, child_json
 
 CHILD = r"""
 import json, time
@@ -79,22 +77,15 @@ print(json.dumps({"peak_gb": kib(status["VmHWM"]) / 2**20,
 
 
 def measure(release):
-    env = dict(os.environ, IPU_EMULATOR_RELEASE_MEMORY=release, TF_CPP_MIN_LOG_LEVEL="3")
-    out = subprocess.run([sys.executable, "-c", CHILD], env=env, check=True,
-                         capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return child_json(CHILD, env=dict(os.environ, IPU_EMULATOR_RELEASE_MEMORY=release,
+                                      TF_CPP_MIN_LOG_LEVEL="3"))
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     rounds = parser.parse_args().rounds
-    results = {"1": [], "0": []}
-    for index in range(rounds):
-        for release in (("1", "0") if index % 2 == 0 else ("0", "1")):
-            results[release].append(measure(release))
-    median = {release: {key: statistics.median(r[key] for r in runs) for key in runs[0]}
-              for release, runs in results.items()}
+    median = alternating_medians(measure, ("1", "0"), rounds)
     print(f"notebook 02's training, {rounds} rounds (medians)")
     for release, name in (("1", "release on (default)"), ("0", "release off")):
         m = median[release]

@@ -5,7 +5,7 @@ import sys
 
 HERE = pathlib.Path(__file__).parent
 for script in sorted(HERE.glob("*.py")):
-    if script.name == "run_all.py":
+    if script.name == "run_all.py" or script.name.startswith("_"):   # _*.py: shared helpers
         continue
     print("=" * 72, "\n%s\n" % script.name + "=" * 72, flush=True)
     subprocess.run([sys.executable, str(script)], check=True)

@@ -1,0 +1,25 @@
+"""Shared by the benchmarks that compare settings side by side: each setting's measure runs in
+a fresh Python, the settings alternating round after round (so machine noise falls on all of
+them alike), and each figure is the median over the rounds."""
+import json
+import statistics
+import subprocess
+import sys
+
+
+def child_json(code, *args, env):
+    """Run ``python -c code args`` and return the JSON object its last line prints."""
+    out = subprocess.run([sys.executable, "-c", code, *args], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def alternating_medians(measure, settings, rounds):
+    """``{setting: {figure: median}}`` of ``measure(setting)`` (a dict of figures) over
+    ``rounds`` rounds, the settings' order reversed every other round."""
+    results = {setting: [] for setting in settings}
+    for index in range(rounds):
+        for setting in (settings if index % 2 == 0 else settings[::-1]):
+            results[setting].append(measure(setting))
+    return {setting: {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+            for setting, runs in results.items()}
