@@ -13,7 +13,8 @@ also as soon as a cell that made engine runs has finished.  Not between the runs
 a training loop: there the memory is about to be used again, and giving it back would only
 make the next step fault it in anew (trimming after every run, at most once a second, made
 a training 14 % slower).  bench/memory_release.py measures it: the peak barely moves
-(1.00x), an idle kernel keeps 0.74x the private memory.  Where the C library is not glibc
+(1.00x), an idle kernel keeps 0.95x the private memory (0.74x while sessions still ran
+Grappler's rewrites, which allocated most of what glibc kept).  Where the C library is not glibc
 (macOS, musl) nothing happens; ``IPU_EMULATOR_RELEASE_MEMORY=0`` turns it off.
 """
 from __future__ import annotations
