@@ -597,7 +597,6 @@ def unmodelled_memory_options(**given) -> tuple:
     return switched_on
 
 
-
 def _group_members(op):
     """What a ``tf.group`` (a NoOp of control inputs, possibly one per device) waits for;
     any other op itself.  An optimizer's ``apply_gradients`` returns such a group."""
@@ -623,6 +622,7 @@ def _one_wait_per_shard(effects):
         with tf.compat.v1.colocate_with(ops[0]), tf.control_dependencies(ops):
             waits.append(tf.no_op(name="wait_for_shard"))
     return waits
+
 
 __all__ = ["PipelineBuilder", "replicated_build", "single_replica", "stage_ipus",
            "is_v1_optimizer", "is_keras_optimizer", "UNMODELLED_MEMORY_OPTIONS",
