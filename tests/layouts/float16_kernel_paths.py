@@ -10,9 +10,9 @@ float16 variables are updated by momentum and by Adam through float16 gradient
 accumulators, and a float16 running total adds each step's loss; in TF2 a step traced by
 ``IPUStrategy.run`` applies the gradients by SGD.  It trains in float16 and then in float32
 and prints, for each, ``<dtype> finite True`` when every value is finite and ``<dtype> digest
-<hex>`` of the losses and every variable after training.  The float32 run shows that the two
-kernel paths really compute differently.  In float32 the same program shows that the two
-kernel paths really differ.
+<hex>`` of the losses and every variable after training, after ``onednn True`` or ``onednn
+False``: the kernel path TensorFlow took.  The float32 run shows that the two kernel paths
+really compute differently.
 """
 import hashlib
 import sys
@@ -137,6 +137,9 @@ def tf2(dtype):
     return losses + [v.numpy() for v in variables.values()]
 
 
+from tensorflow.python.util import _pywrap_util_port  # noqa: E402  (after ipu_emulator)
+
+print("onednn", _pywrap_util_port.IsMklEnabled())
 for DTYPE in ("float16", "float32"):
     VALUES = tf1(DTYPE) if MODE == "tf1" else tf2(DTYPE)
     print(DTYPE, "finite", all(np.all(np.isfinite(v)) for v in VALUES))

@@ -3,21 +3,29 @@ float16 training program, run with oneDNN's CPU kernels and with Eigen's (the tw
 TensorFlow takes on x86 hosts, by ``TF_ENABLE_ONEDNN_OPTS``), gives the same bits, in TF1 and
 TF2; its float32 twin does not, which shows that the two paths really compute differently.
 Four children, each a TF1 or TF2 program trained in float16 and in float32
-(tests/layouts/float16_kernel_paths.py): about 40 s of CPU on one worker."""
+(tests/layouts/float16_kernel_paths.py): the two on oneDNN, x86's default path, fork from the
+preloaded Python (``run_code``), the two on Eigen start anew; about 20 s of CPU on one worker."""
 import pytest
 
-from tests.support.child_python import ROOT, child_env, run_python
+from tests.support.child_python import ROOT, child_env, run_code
 
 PROGRAM = ROOT / "tests" / "layouts" / "float16_kernel_paths.py"
+
+
+def run(mode, onednn_setting):
+    env = child_env(TF_ENABLE_ONEDNN_OPTS=onednn_setting)
+    return run_code(PROGRAM.read_text(), mode, env=env).check().stdout.splitlines()
 
 
 def digests(mode):
     """The program's digests ({dtype: digest}) with oneDNN's kernels and with Eigen's, every
     value finite (it trained, rather than agreeing on nan)."""
     found = []
-    for onednn in ("1", "0"):
-        lines = run_python(PROGRAM.read_text(), mode,
-                           env=child_env(TF_ENABLE_ONEDNN_OPTS=onednn)).check().stdout.splitlines()
+    for onednn, setting in ((True, None), (False, "0")):      # None: the host's default
+        lines = run(mode, setting)
+        if onednn and "onednn True" not in lines:    # a host whose default is Eigen's
+            lines = run(mode, "1")
+        assert f"onednn {onednn}" in lines, lines[:1]
         assert {"float16 finite True", "float32 finite True"} <= set(lines)
         found.append(dict(line.split(" digest ") for line in lines if " digest " in line))
     return found
