@@ -43,39 +43,29 @@ def probe_dir(tmp_path):
     return tmp_path
 
 
-def fresh(args, cwd, env):
-    done = subprocess.run([sys.executable, "-m", "probe", *args], cwd=cwd, env=env,
+def fresh(args, cwd, env, command=("-m", "probe")):
+    done = subprocess.run([sys.executable, *command, *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=60)
     return done.returncode, done.stdout, done.stderr
 
 
-def test_a_forked_child_behaves_as_a_fresh_one(server, probe_dir):
+@pytest.mark.parametrize("form", ["-m", "-c"])
+def test_a_forked_child_behaves_as_a_fresh_one(server, probe_dir, form):
     env = child_env(PROBE_SETTING="seen", PYTHONPATH=probe_dir / "elsewhere")
     assert server.can_run(env)
-    forked = server.run_module("probe", ["3", "an argument"], probe_dir, env, timeout=60)
-    new = fresh(["3", "an argument"], probe_dir, env)
+    args = ["3", "an argument"]
+    if form == "-m":      # python -m probe
+        forked = server.run_module("probe", args, probe_dir, env, timeout=60)
+        new = fresh(args, probe_dir, env)
+    else:                 # python -c <the probe's code>
+        forked = server.run_code(PROBE, args, probe_dir, env, timeout=60)
+        new = fresh(args, probe_dir, env, command=("-c", PROBE))
     said = [json.loads(out.splitlines()[0]) for _, out, _ in (forked, new)]
     # the only difference allowed: TensorFlow is imported already in the fork
     assert said[0].pop("tensorflow_loaded") is True and said[1].pop("tensorflow_loaded") is False
-    assert said[0] == said[1] == {"argv": ["3", "an argument"], "cwd": str(probe_dir),
-                                  "path0": str(probe_dir), "path1": str(probe_dir / "elsewhere"),
-                                  "setting": "seen", "main": "__main__"}
-    for returncode, out, err in (forked, new):
-        assert returncode == 3
-        assert out.splitlines()[1:] == ["thread done", "atexit ran"]
-        assert err.strip() == "to stderr"
-
-
-def test_forked_code_behaves_as_python_c(server, probe_dir):
-    env = child_env(PROBE_SETTING="seen", PYTHONPATH=probe_dir / "elsewhere")
-    forked = server.run_code(PROBE, ["3", "an argument"], probe_dir, env, timeout=60)
-    done = subprocess.run([sys.executable, "-c", PROBE, "3", "an argument"], cwd=probe_dir,
-                          env=env, capture_output=True, text=True, timeout=60)
-    new = done.returncode, done.stdout, done.stderr
-    said = [json.loads(out.splitlines()[0]) for _, out, _ in (forked, new)]
-    assert said[0].pop("tensorflow_loaded") is True and said[1].pop("tensorflow_loaded") is False
-    assert said[0] == said[1] == {"argv": ["3", "an argument"], "cwd": str(probe_dir),
-                                  "path0": "", "path1": str(probe_dir / "elsewhere"),
+    assert said[0] == said[1] == {"argv": args, "cwd": str(probe_dir),
+                                  "path0": str(probe_dir) if form == "-m" else "",
+                                  "path1": str(probe_dir / "elsewhere"),
                                   "setting": "seen", "main": "__main__"}
     for returncode, out, err in (forked, new):
         assert returncode == 3

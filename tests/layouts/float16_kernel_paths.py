@@ -19,6 +19,7 @@ import sys
 
 import ipu_emulator  # noqa: F401  (before TensorFlow: the legacy Keras switch)
 import numpy as np
+from tensorflow.python.util import _pywrap_util_port   # which CPU kernel path TF took
 
 MODE = sys.argv[1]
 rng = np.random.default_rng(0)
@@ -136,8 +137,6 @@ def tf2(dtype):
                   for _ in range(3) for i in range(0, len(IMAGES), BATCH)]
     return losses + [v.numpy() for v in variables.values()]
 
-
-from tensorflow.python.util import _pywrap_util_port  # noqa: E402  (after ipu_emulator)
 
 print("onednn", _pywrap_util_port.IsMklEnabled())
 for DTYPE in ("float16", "float32"):

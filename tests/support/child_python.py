@@ -122,26 +122,26 @@ def run_emulator(*args, cwd=None, env=None, timeout=300) -> ChildRun:
     """``python -m ipu_emulator args...``; ``env`` defaults to ``child_env()``.  Forked from a
     Python that has imported TensorFlow already (``preloaded_python``) where the environment
     allows, else a new process; ``IPU_LAB_TEST_FORKS=0`` makes it a new process always."""
-    command = [sys.executable, "-m", "ipu_emulator", *map(str, args)]
-    return _run_preloaded(command, lambda server, env: server.run_module(
-        "ipu_emulator", command[3:], cwd, env, timeout), cwd, env, timeout)
+    return _run_preloaded([sys.executable, "-m", "ipu_emulator", *map(str, args)], cwd, env,
+                          timeout)
 
 
 def run_code(code, *args, cwd=None, env=None, timeout=300) -> ChildRun:
     """``python -c code args...``, forked where the environment allows, as ``run_emulator``
     (for a child that does TensorFlow work, not one that tests what a new interpreter imports:
     ``run_python``).  One child at a time per test process."""
-    command = [sys.executable, "-c", code, *map(str, args)]
-    return _run_preloaded(command, lambda server, env: server.run_code(
-        code, command[3:], cwd, env, timeout), cwd, env, timeout)
+    return _run_preloaded([sys.executable, "-c", code, *map(str, args)], cwd, env, timeout)
 
 
-def _run_preloaded(command, fork, cwd, env, timeout) -> ChildRun:
+def _run_preloaded(command, cwd, env, timeout) -> ChildRun:
+    """``command`` (``python -m module ...`` or ``python -c code ...``) forked, or anew."""
     env = child_env() if env is None else env
     server = _preloaded()
     if server is None or not server.can_run(env):
         return _run(command, cwd, env, timeout)
-    returncode, stdout, stderr = fork(server, env)
+    _, flag, target, *args = command
+    fork = server.run_module if flag == "-m" else server.run_code
+    returncode, stdout, stderr = fork(target, args, cwd, env, timeout)
     return ChildRun(args=command, returncode=returncode, stdout=stdout, stderr=stderr,
                     cwd=Path(cwd) if cwd is not None else None)
 

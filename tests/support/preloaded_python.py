@@ -1,11 +1,11 @@
 """Child Pythons with TensorFlow already imported: a fork server for the tests' TF children.
 
 Every ``python -m ipu_emulator run ...`` (or ``python -c ...``) child the tests start imports
-TensorFlow first, about 2.5 s of CPU each, and `make test` starts about sixty of them.  So each test process keeps one
-server process (started on first use) that has imported TensorFlow and nothing of ours, and
-forks it for each child: the fork runs the command as a fresh interpreter would (its own
-``sys.argv``, environment, working directory, standard streams, exit code, ``atexit``
-handlers), only without paying for the import again.
+TensorFlow first, about 2.5 s of CPU each, and `make test` starts about sixty of them.  So each
+test process keeps one server process (started on first use) that has imported TensorFlow and
+nothing of ours, and forks it for each child: the fork runs the command as a fresh interpreter
+would (its own ``sys.argv``, environment, working directory, standard streams, exit code,
+``atexit`` handlers), only without paying for the import again.
 
 What a fork cannot give a fresh interpreter, it must not be asked for: a child whose
 environment differs from the server's in anything read while Python or TensorFlow start
