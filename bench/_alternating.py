@@ -5,12 +5,23 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 
-def child_json(code, *args, env):
-    """Run ``python -c code args`` and return the JSON object its last line prints."""
-    out = subprocess.run([sys.executable, "-c", code, *args], env=env, check=True,
-                         capture_output=True, text=True).stdout
+def child_json(code, *args, env, as_file=False):
+    """Run ``python -c code args`` and return the JSON object its last line prints.
+    ``as_file``: run the code from a script file instead, for code whose functions must have
+    their source (AutoGraph converts nothing run by ``python -c``)."""
+    with tempfile.TemporaryDirectory() as folder:
+        if as_file:
+            script = Path(folder) / "child.py"
+            script.write_text(code)
+            command = [sys.executable, str(script), *args]
+        else:
+            command = [sys.executable, "-c", code, *args]
+        out = subprocess.run(command, env=env, check=True, capture_output=True,
+                             text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 

@@ -10,6 +10,7 @@ runs unchanged (through ``python -m ipu_emulator run``) and notebooks can write:
 """
 import ipu_emulator  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads Keras)
 
+from ipu_emulator.runtime import autograph_rules as _autograph_rules
 from ipu_emulator.runtime import graph_rewrites as _graph_rewrites
 from ipu_emulator.runtime import session_run as _session_run
 from ipu_emulator.runtime import shards as _shards
@@ -57,6 +58,7 @@ del _name, _package, _module
 _session_run.install()
 _shards.install()  # sessions get one CPU device per configured IPU (real shard placement)
 _graph_rewrites.install()  # tf.functions run without Grappler's rewrites, as sessions do
+_autograph_rules.install()  # AutoGraph calls the SDK's modules unconverted, as TensorFlow's own
 
 __all__ = ["config", "utils", "scopes", "sharding", "ipu_compiler", "loops", "ipu_infeed_queue",
            "ipu_outfeed_queue", "ops", "pipelining_ops", "ipu_run_config", "ipu_estimator",
