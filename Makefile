@@ -181,10 +181,11 @@ test: $(STAMP)
 		--doctest-modules $(TEST_PATHS) $(PYTEST_ARGS) \
 		|| status=$$?; $(PYTHON) scripts/stage_times.py report $(MAKE_STARTED); exit $$status
 
-# The simulator, views, widgets and exercises only, without TensorFlow: about 14 seconds on two
-# cores (0.74 of 31e2a70's time, side by side on 2026-11-29: docs/setup-and-testing.md).  Bytecode is cached as
-# for `make test` (PYTHONDONTWRITEBYTECODE cleared): each worker would otherwise compile every
-# module and rewrite every test module's asserts again, about a second of CPU each.
+# The simulator, views, widgets and exercises only, without TensorFlow: about 18 seconds on two
+# cores (0.68-0.72 of 31e2a70's time, side by side on 2026-11-29: docs/setup-and-testing.md).
+# Bytecode is cached as for `make test` (PYTHONDONTWRITEBYTECODE cleared): each worker would
+# otherwise compile every module and rewrite every test module's asserts again, about a second
+# of CPU each.
 test-fast: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 	MPLBACKEND=Agg PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest $(FAST_OPTIONS) $(FAST_SUITE)
