@@ -1,6 +1,7 @@
 """Shared by the benchmarks that compare settings side by side: each setting's measure runs in
 a fresh Python, the settings alternating round after round (so machine noise falls on all of
 them alike), and each figure is the median over the rounds."""
+import argparse
 import json
 import statistics
 import subprocess
@@ -34,3 +35,13 @@ def alternating_medians(measure, settings, rounds):
             results[setting].append(measure(setting))
     return {setting: {key: statistics.median(run[key] for run in runs) for key in runs[0]}
             for setting, runs in results.items()}
+
+
+def medians_from_command_line(doc, measure, settings):
+    """``(rounds, alternating_medians(measure, settings, rounds))`` with the rounds the command
+    line asks for (``--rounds R``, 3 by default); ``doc``: the benchmark's docstring, whose
+    first line ``--help`` shows."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    rounds = parser.parse_args().rounds
+    return rounds, alternating_medians(measure, settings, rounds)

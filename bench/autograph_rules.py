@@ -9,10 +9,9 @@ and outfeeds the loss.  It reports the CPU time of the first call (tracing it: w
 converts what the program calls) and of a second call; medians over the rounds, then ratios.
 Usage:  python bench/autograph_rules.py [--rounds R]
 """
-import argparse
 import os
 
-from _alternating import alternating_medians, child_json
+from _alternating import child_json, medians_from_command_line
 
 CHILD = r"""
 import json, sys, time
@@ -72,10 +71,7 @@ def measure(mode):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    rounds = parser.parse_args().rounds
-    median = alternating_medians(measure, MODES, rounds)
+    rounds, median = medians_from_command_line(__doc__, measure, MODES)
     print(f"a TF2 program's first and second call, {rounds} rounds (medians)")
     for mode, name in (("listed", "SDK packages listed (default)"),
                        ("converted", "converted by AutoGraph")):

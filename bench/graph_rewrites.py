@@ -8,10 +8,9 @@ emulator (3 looped epochs of 125 steps, batch 32, Adam, on random images).  It r
 CPU time of the checks and the host wall time of the training; medians over the rounds,
 then ratios.  Usage:  python bench/graph_rewrites.py [--rounds R]
 """
-import argparse
 import os
 
-from _alternating import alternating_medians, child_json
+from _alternating import child_json, medians_from_command_line
 
 CHILD = r"""
 import json, sys, time
@@ -79,10 +78,7 @@ def measure(mode):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    rounds = parser.parse_args().rounds
-    median = alternating_medians(measure, MODES, rounds)
+    rounds, median = medians_from_command_line(__doc__, measure, MODES)
     print(f"checks of 07, 09, 11, 12 and notebook 02's training, {rounds} rounds (medians)")
     for mode, name in (("off", "Grappler off (default)"), ("grappler", "Grappler on")):
         m = median[mode]

@@ -8,10 +8,9 @@ memory once it has been idle for longer than memory_release.IDLE_S, and the host
 of the training.  Medians over the rounds, then
 ratios.  Usage:  python bench/memory_release.py [--rounds R]
 """
-import argparse
 import os
 
-from _alternating import alternating_medians, child_json
+from _alternating import child_json, medians_from_command_line
 
 CHILD = r"""
 import json, time
@@ -82,10 +81,7 @@ def measure(release):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    rounds = parser.parse_args().rounds
-    median = alternating_medians(measure, ("1", "0"), rounds)
+    rounds, median = medians_from_command_line(__doc__, measure, ("1", "0"))
     print(f"notebook 02's training, {rounds} rounds (medians)")
     for release, name in (("1", "release on (default)"), ("0", "release off")):
         m = median[release]
