@@ -1,12 +1,13 @@
 """Fixtures for the browser tests: JupyterLab + headless Chromium.  See ``lab_driver.py``.
 
-``lab`` (one JupyterLab per run, on a temporary copy of ``notebooks/``), ``browser`` (one
-headless Chromium per run), ``shared_page``: one page, JupyterLab loaded once (a load costs
-Chromium about 5 s of CPU), for the tests that open their notebooks with ``show_notebook``
-(each closes the notebook before; kernels are shut down after each module; on failure
-``failure.png`` and the server log's tail are kept, and the next module loads JupyterLab
-anew); ``page``, for a test that needs a browser context of its own (a fresh one per test;
-afterwards its kernels are shut down, and on failure the same is kept).
+``lab`` (one JupyterLab for this folder's tests, on a temporary copy of ``notebooks/``),
+``browser`` (one headless Chromium for them; both close after the folder's last test: an idle
+JupyterLab page keeps Chromium at about a sixth of a core), ``shared_page``: one page,
+JupyterLab loaded once (a load costs Chromium about 5 s of CPU), for the tests that open
+their notebooks with ``show_notebook`` (each closes the notebook before; kernels are shut down
+after each module; on failure ``failure.png`` and the server log's tail are kept, and the next
+module loads JupyterLab anew); ``page``, for a test that needs a browser context of its own
+(a fresh one per test; afterwards its kernels are shut down, and on failure the same is kept).
 Every test collected under this folder gets the ``browser`` marker.
 """
 from pathlib import Path
@@ -34,7 +35,7 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def lab(tmp_path_factory):
     """A running JupyterLab (``LabServer``): ``.url``, ``.token``, ``.root_dir``, ``.log_path``."""
     server = LabServer(tmp_path_factory.mktemp("jupyterlab"))
@@ -45,7 +46,7 @@ def lab(tmp_path_factory):
         server.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser():
     """Headless Chromium driven by Playwright (sync API)."""
     with chromium_for_tests() as chromium:
@@ -78,7 +79,7 @@ def page(browser, lab, request, tmp_path):
         lab.shutdown_kernels()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def _lab_page(browser):
     """One page for every test that takes ``shared_page``: JupyterLab is loaded once (a load
     costs Chromium about 5 s of CPU) and each notebook opened in it (``show_notebook``)."""
