@@ -76,7 +76,8 @@ def report(since: float) -> str:
                   for seconds, unit, tests, cpu in slowest]
         shares = layer_shares(units)
         total_cpu = sum(cpu for _, cpu in shares) or 1.0
-        lines.append(f"CPU by layer ({total_cpu / 60:.1f} min measured; Chromium's not counted):")
+        lines.append(f"CPU by layer ({total_cpu / 60:.1f} min measured; Chromium's where it "
+                     "ended inside the unit):")
         lines += [f"  {cpu:7.1f} s  {100 * cpu / total_cpu:3.0f} %  {layer}"
                   for layer, cpu in shares]
     return "\n".join(lines)

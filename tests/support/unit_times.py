@@ -9,8 +9,10 @@ unit's wall clock and CPU and at the end writes one line per unit to build/test_
 (seconds, unit, tests, CPU seconds), slowest first.  ``scripts/stage_times.py report`` prints the
 ten slowest after the stages, so each run of `make test` says which units to look at first.
 
-A child's CPU counts only once it has been waited for: Chromium, started by Playwright's driver
-for the whole browser unit, is not counted at all (its time shows in the unit's wall clock).
+A child's CPU counts only once it has been waited for: Chromium, started by Playwright's driver,
+counts where its processes end inside a test's measure (the JupyterLab tests' browser, closed
+with the last test of tests/browser/); the JupyterLite tests' did not count in the runs of
+2026-11-29 (its time shows in the unit's wall clock).
 """
 from __future__ import annotations
 
