@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.lab_driver import chromium_for_tests, keep_failure_screenshot
-from tests.support.lite_driver import (NUMBERS, VIEWPORT, NetworkLog, SiteServer,
-                                       as_foreground_app, bare_site_dir, lite_build,
-                                       lite_notebooks, site_dir)
+from tests.support.lite_driver import (NUMBERS, VIEWPORT, NetworkLog, SiteServer, bare_site_dir,
+                                       lite_build, lite_notebooks, site_dir)
 from tests.support.lite_report import NUMBERS_PROPERTY
 
 HERE = Path(__file__).parent
@@ -24,8 +23,8 @@ HERE = Path(__file__).parent
 
 def pytest_collection_modifyitems(items):
     """Mark these tests ``browser`` and run them before tests/browser/'s.  Playwright's sync
-    API allows one instance per thread, and tests/browser/ keeps its Chromium until its own
-    last test; this folder's Chromium lives for its module only, so it must come first."""
+    API allows one instance per thread, and tests/browser/ keeps its Chromium for the whole
+    session; this folder's Chromium lives for its module only, so it must come first."""
     mine = [item for item in items if HERE in Path(item.path).parents]
     if not mine:
         return
@@ -85,10 +84,7 @@ def origin(server):
 
 @pytest.fixture(scope="module")
 def chromium():
-    """Headless Chromium, run as the app in front when the tests run as root (CI, classroom
-    machines: ``as_foreground_app``), so that the site's timings are a learner's."""
     with chromium_for_tests() as browser:
-        NUMBERS["browser_in_front"] = as_foreground_app()
         yield browser
 
 

@@ -6,8 +6,7 @@ redraws at each of five schedule and split changes (widgets froze after a few ch
 JupyterLite versions), an invalid gradient accumulation count shows the SDK's message, and
 the learner saves an edit.  Its first trace, on a cold cache, must come within 1.5 times the
 floor: a bare JupyterLite's kernel-ready time (the same JupyterLite, kernel and Pyodide with
-nothing of ours), measured just before in the same browser (run as the app in front when
-the tests run as root: tests/lite/conftest.py).  Every other notebook of
+nothing of ours), measured just before in the same browser.  Every other notebook of
 lite/build.py's NOTEBOOKS runs top to bottom without an error.  Notebook 04 is the second
 visit: it starts its own kernel (it shows widgets) after the reset notebooks/README.md gives
 (clearing the site's data), on the warm cache; notebook 08 opened after it no longer holds

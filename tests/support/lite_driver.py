@@ -32,50 +32,6 @@ VIEWPORT = {"width": 1400, "height": 1000}
 NUMBERS: dict = {}
 
 
-# How far ahead of the test run's other processes the site's Chromium is put (nice values
-# go from -20 to 19): a learner's browser does not share their machine with pytest workers.
-FOREGROUND_NICE = -10
-
-
-def as_foreground_app() -> bool:
-    """Give this process's Chromium (its browser, zygotes and helpers: the renderers it forks
-    later inherit it) the scheduling priority of the app a learner is looking at, so that the
-    site and the bare floor are timed as on a learner's own machine rather than against
-    `make test`'s other workers, whose load made the ratio of the two grow (1.03-1.15 quiet,
-    1.30-1.43 on a busy afternoon, 2026-11-29).  Only root may raise a priority: elsewhere
-    nothing changes and False is returned (and where there is no /proc to find them in)."""
-    if os.geteuid() != 0 or not Path("/proc/self/stat").is_file():
-        return False
-    for pid, name in _descendants(os.getpid()):
-        if "chrom" in name:
-            try:
-                os.setpriority(os.PRIO_PROCESS, pid, FOREGROUND_NICE)
-            except ProcessLookupError:
-                pass   # a helper that has already ended
-    return True
-
-
-def _descendants(root: int) -> list[tuple[int, str]]:
-    """``(pid, command name)`` of every process below ``root``, read from /proc."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue   # ended meanwhile
-            # "pid (comm) state ppid ...": comm may hold spaces and brackets
-            name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:]
-            parents[int(entry)] = (int(rest.split()[1]), name)
-    found, frontier = [], [root]
-    while frontier:
-        parent = frontier.pop()
-        children = [(pid, name) for pid, (ppid, name) in parents.items() if ppid == parent]
-        found += children
-        frontier += [pid for pid, _ in children]
-    return found
-
-
 def site_dir() -> Path:
     """The built site: ``$IPU_LAB_LITE_SITE`` (relative to the current directory, as make
     passes it) or build/lite in the checkout."""

@@ -54,10 +54,6 @@ def pytest_terminal_summary(terminalreporter, config):
         write(f"notebook 08's first trace (cold) / that floor  {numbers['floor_ratio']:.2f} "
               f"({numbers['cold']['first_trace_s']:.1f} s / "
               f"{numbers['bare']['kernel_ready_s']:.1f} s; at most {numbers['floor_ratio_limit']})")
-    if "browser_in_front" in numbers:
-        write("the site's Chromium ran " + ("as the app in front (nice -10, root)"
-                                            if numbers["browser_in_front"] else
-                                            "at the test run's priority (not root)"))
     if numbers.get("redraw_s"):
         redraws = numbers["redraw_s"]
         write(f"redraw after a widget change {min(redraws):.2f}-{max(redraws):.2f} s "
