@@ -23,8 +23,8 @@ HERE = Path(__file__).parent
 
 def pytest_collection_modifyitems(items):
     """Mark these tests ``browser`` and run them before tests/browser/'s.  Playwright's sync
-    API allows one instance per thread, and tests/browser/ keeps its Chromium for the whole
-    session; this folder's Chromium lives for its module only, so it must come first."""
+    API allows one instance per thread, and tests/browser/ keeps its Chromium until its own
+    last test; this folder's Chromium lives for its module only, so it must come first."""
     mine = [item for item in items if HERE in Path(item.path).parents]
     if not mine:
         return
