@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.support.lab_driver import LabServer, chromium_for_tests  # noqa: E402
+from tests.support.lab_driver import VIEWPORT, LabServer, chromium_for_tests  # noqa: E402
 
 
 def cpu_seconds(processes) -> float:
@@ -51,7 +51,7 @@ def one_round(seconds):
         server = LabServer(Path(folder)).start()
         try:
             with chromium_for_tests() as browser:
-                page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+                page = browser.new_context(viewport=VIEWPORT).new_page()
                 page.goto(server.lab_url())
                 page.wait_for_selector(".jp-LabShell", timeout=120_000)
                 time.sleep(5)   # the first requests and drawing after the load

@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.lab_driver import (LabServer, chromium_for_tests, close_notebooks,
+from tests.support.lab_driver import (VIEWPORT, LabServer, chromium_for_tests, close_notebooks,
                                       keep_failure_screenshot)
 
 HERE = Path(__file__).parent
-VIEWPORT = {"width": 1400, "height": 1000}
 DEFAULT_TIMEOUT_MS = 30_000
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.lab_driver import chromium_for_tests, keep_failure_screenshot
-from tests.support.lite_driver import (NUMBERS, VIEWPORT, NetworkLog, SiteServer, bare_site_dir,
-                                       lite_build, lite_notebooks, site_dir)
+from tests.support.lab_driver import VIEWPORT, chromium_for_tests, keep_failure_screenshot
+from tests.support.lite_driver import (NUMBERS, NetworkLog, SiteServer, bare_site_dir, lite_build,
+                                       lite_notebooks, site_dir)
 from tests.support.lite_report import NUMBERS_PROPERTY
 
 HERE = Path(__file__).parent

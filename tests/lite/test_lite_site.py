@@ -22,10 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.lab_driver import (code_cell, error_outputs, notebook_panel, save_notebook,
-                                     screenshot, screenshots_dir, select_dropdown,
-                                     stderr_outputs, wait_for_html_change, widget_html)
-from tests.support.lite_driver import (NUMBERS, VIEWPORT, NetworkLog, clear_site_storage,
+from tests.support.lab_driver import (VIEWPORT, code_cell, error_outputs, notebook_panel,
+                                     save_notebook, screenshot, screenshots_dir,
+                                     select_dropdown, stderr_outputs, wait_for_html_change,
+                                     widget_html)
+from tests.support.lite_driver import (NUMBERS, NetworkLog, clear_site_storage,
                                        kernel_ready, lite_build, lite_notebooks,
                                        open_in_running_kernel, open_notebook, site_size,
                                        start_run_all, wait_until_all_ran)

@@ -94,6 +94,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
+# The browser window every test (and bench/idle_browser.py) opens its pages in.
+VIEWPORT = {"width": 1400, "height": 1000}
 
 # What a closed network needs: without the background-networking flags Chromium's own
 # connections (updates, sync, field trials) are refused, many at a time.

@@ -25,7 +25,6 @@ from tests.support.lab_driver import (_ALL_EXECUTED_JS, TRACEBACK_PATTERN, click
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 240_000   # ms: page open to kernel idle (Pyodide start-up, measured 35-50 s)
 RUN_TIMEOUT = 180_000     # ms: Run All Cells, from the click to the last cell's end
-VIEWPORT = {"width": 1400, "height": 1000}
 
 # What the test measured so far; tests/lite/conftest.py sends it with each report to
 # lite_report.py, which prints the summary at the end of the run.
