@@ -31,8 +31,8 @@ SDK_PACKAGES = ("ipu_emulator.ipu", "ipu_emulator.runtime", "ipu_emulator.compat
 def install():
     """Put the emulator's SDK packages on AutoGraph's do-not-convert list (idempotent)."""
     listed = {str(rule) for rule in config.CONVERSION_RULES}
-    missing = tuple(config.DoNotConvert(package) for package in SDK_PACKAGES
-                    if str(config.DoNotConvert(package)) not in listed)
+    ours = (config.DoNotConvert(package) for package in SDK_PACKAGES)
+    missing = tuple(rule for rule in ours if str(rule) not in listed)
     # First: AutoGraph stops at the first rule that names a module.
     config.CONVERSION_RULES = missing + tuple(config.CONVERSION_RULES)
 
