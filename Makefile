@@ -107,6 +107,8 @@ $(COLAB_STAMP): colab/runtime.txt pyproject.toml
 	$(STAGE) "Colab-like environment (Python $(COLAB_PYTHON_VERSION))" -- bash -c '$(call install,$(COLAB_VENV),-r colab/runtime.txt)'
 	@touch $@
 
+# A kernel's first start in this fresh environment compiles everything it imports: on a busy
+# two-core machine one took over nbval's default 60 s to answer (CI, 2026-11-29), so 180 s.
 # The lab goes in as a learner's first cell puts it on Colab (scripts/colab_release.py), from
 # this checkout instead of the release's archive; pip check then finds nothing missing or
 # replaced.
@@ -116,7 +118,8 @@ test-colab: $(COLAB_STAMP)
 	$(COLAB_VENV)/bin/python -m pip check
 	IPU_EMULATOR_DATA=sample IPU_LAB_SOLUTIONS=1 MPLBACKEND=Agg IPU_LAB_KERNEL_PATHS=swapped \
 		$(STAGE) "notebooks on Colab's versions (Python $(COLAB_PYTHON_VERSION))" -- \
-		$(COLAB_VENV)/bin/python -m pytest -n $(TEST_WORKERS) -p no:cacheprovider --nbval-lax notebooks
+		$(COLAB_VENV)/bin/python -m pytest -n $(TEST_WORKERS) -p no:cacheprovider --nbval-lax \
+		--nbval-kernel-startup-timeout 180 notebooks
 
 # make hub: a real JupyterHub serving this lab to a small class on this machine (hub/hub.mk).
 include hub/hub.mk
