@@ -17,6 +17,8 @@ reads the node id that loadgroup rewrites; a scheduler of our own groups by path
 The notebook checks (legibility, kernel memory, each TensorFlow notebook's CPU kernel path) and
 the JupyterLite numbers are plugins in ``tests/support/``.
 """
+import atexit
+import gc
 import os
 
 import pytest
@@ -78,6 +80,9 @@ def pytest_collection_modifyitems(items):
 
 
 def pytest_configure(config):
+    # Each pytest process (the workers, the TF2 child) leaves without a last garbage collection
+    # over TensorFlow's objects: 1.3 s of CPU or more each (bench/exit_cost.py).
+    atexit.register(gc.freeze)
     # Each unit's time, for the stage report's ten slowest (tests/support/unit_times.py).
     from tests.support.unit_times import UnitTimes
     config.pluginmanager.register(UnitTimes(unit_of), "unit_times")
