@@ -9,10 +9,12 @@ the tests run on a worker; each report carries the numbers measured so far
 (``user_properties``) to the controller, which prints them.
 """
 import json
+import os
 from pathlib import Path
 
 import pytest
 
+from tests.support.foreground_cpu import foreground
 from tests.support.lab_driver import VIEWPORT, chromium_for_tests, keep_failure_screenshot
 from tests.support.lite_driver import (NUMBERS, NetworkLog, SiteServer, bare_site_dir, lite_build,
                                        lite_notebooks, site_dir)
@@ -35,6 +37,17 @@ def pytest_collection_modifyitems(items):
     first = next((i for i, item in enumerate(others)
                   if browser_tests in Path(item.path).parents), len(others))
     items[:] = others[:first] + mine + others[first:]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def browser_in_front():
+    """This module's processes (the sites' servers, Playwright, Chromium) in a CPU cgroup that
+    weighs more than the rest of the test run, where the machine allows it
+    (tests/support/foreground_cpu.py): the floor and the site are timed as the application in
+    front, alike, not under whatever load the other workers put beside each."""
+    with foreground(f"ipu-lab-lite-{os.getpid()}") as placed:
+        NUMBERS["browser_in_front"] = placed.said
+        yield
 
 
 @pytest.fixture(scope="module")

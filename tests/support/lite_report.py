@@ -54,6 +54,9 @@ def pytest_terminal_summary(terminalreporter, config):
         write(f"notebook 08's first trace (cold) / that floor  {numbers['floor_ratio']:.2f} "
               f"({numbers['cold']['first_trace_s']:.1f} s / "
               f"{numbers['bare']['kernel_ready_s']:.1f} s; at most {numbers['floor_ratio_limit']})")
+    if "browser_in_front" in numbers:
+        write(f"the browser's CPU weight against the test run's other processes: "
+              f"{numbers['browser_in_front']} (tests/support/foreground_cpu.py)")
     if numbers.get("redraw_s"):
         redraws = numbers["redraw_s"]
         write(f"redraw after a widget change {min(redraws):.2f}-{max(redraws):.2f} s "

@@ -1,0 +1,42 @@
+"""tests/support/foreground_cpu.py: the JupyterLite test's processes in a CPU cgroup of their
+own, weighing more than the rest of the test run, and back where they were afterwards."""
+import os
+import subprocess
+
+from tests.support import foreground_cpu
+
+
+def cpu_group_of(pid) -> str:
+    groups = foreground_cpu._own_groups(f"/proc/{pid}/cgroup")  # pylint: disable=protected-access
+    return groups.get("cpu", groups.get(""))
+
+
+def test_what_starts_inside_is_weighted_and_the_group_is_gone_afterwards():
+    before = cpu_group_of(os.getpid())
+    name = f"ipu-lab-test-foreground-{os.getpid()}"
+    with foreground_cpu.foreground(name) as placed:
+        if os.geteuid() != 0:
+            assert placed.group is None and placed.said == "none (not root)"
+            return
+        assert placed.group, placed.said        # root on this project's machines: it works
+        weight_file, weight = placed.said.split()
+        with open(os.path.join(placed.group, weight_file)) as f:
+            assert int(f.read()) == int(weight) == foreground_cpu.SHARE * (
+                1024 if weight_file == "cpu.shares" else 100)
+        child = subprocess.Popen(["sleep", "30"])
+        try:
+            assert cpu_group_of(child.pid) == cpu_group_of(os.getpid())
+            assert cpu_group_of(child.pid).endswith("/" + name)
+        finally:
+            child.kill()
+            child.wait()
+    assert cpu_group_of(os.getpid()) == before
+    assert not os.path.isdir(placed.group), "the group was left behind"
+
+
+def test_without_root_nothing_changes_and_it_says_why(monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    before = cpu_group_of(os.getpid())
+    with foreground_cpu.foreground("never-made") as placed:
+        assert placed == foreground_cpu.Placement(None, "none (not root)")
+        assert cpu_group_of(os.getpid()) == before
