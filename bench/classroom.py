@@ -688,7 +688,7 @@ def main(argv=None, before_class=None):
         room.stop()
         if room.cgroups.enforced:
             try:
-                os.rmdir(room.cgroups.base)   # empty once every learner's group is released
+                room.cgroups.remove()   # empty once every learner's group is released
             except OSError:
                 pass
     numbers.update({key: value for key, value in hs.numbers.items() if key.startswith("hub_")})

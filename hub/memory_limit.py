@@ -147,6 +147,15 @@ class MemoryCgroups:
                     time.sleep(0.1)
         return True
 
+    def remove(self):
+        """Remove the hub's own groups, once every learner's is released: its memory group and,
+        under cgroup v1, the groups of the same name the learners' CPU shares and process
+        limits went into (``shared_limits``).  A group still in use is left (OSError)."""
+        own_groups = {os.path.dirname(limits) for limits, _ in self.shared_limits("any learner")}
+        for group in sorted(own_groups | {self.base}, key=len, reverse=True):
+            if os.path.isdir(group):
+                os.rmdir(group)
+
     def limit_hits(self, learner):
         """How often the learner's group refused memory: cgroup v1's failcnt, v2's oom_kill
         count (OSError when the group is gone)."""

@@ -52,7 +52,7 @@ def memory_limit_here():
     """Whether a hub started here can enforce a memory limit (what its start banner says)."""
     probe = memory_limit.MemoryCgroups(2**30, f"ipu-lab-probe-{os.getpid()}")
     if probe.enforced:
-        os.rmdir(probe.base)   # the probe made its (empty) group: leave nothing behind
+        probe.remove()   # the probe made its (empty) groups: leave nothing behind
     return probe.enforced
 
 

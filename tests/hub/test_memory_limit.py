@@ -102,7 +102,11 @@ def test_on_this_machine_a_confined_process_and_its_children_get_the_limit():
             parent.kill()
         parent.wait()
         assert groups.release("ada")
-        os.rmdir(groups.base)
+        groups.remove()
+    left = [group for group in (groups.base, *(os.path.dirname(limits)
+                                               for limits, _ in groups.shared_limits("ada")))
+            if os.path.isdir(group)]
+    assert not left, f"groups left behind: {left}"
 
 
 def test_sizes_are_read_in_powers_of_1024():
