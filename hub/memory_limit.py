@@ -151,6 +151,8 @@ class MemoryCgroups:
         """Remove the hub's own groups, once every learner's is released: its memory group and,
         under cgroup v1, the groups of the same name the learners' CPU shares and process
         limits went into (``shared_limits``).  A group still in use is left (OSError)."""
+        if not self.enforced:
+            return
         own_groups = {os.path.dirname(limits) for limits, _ in self.shared_limits("any learner")}
         for group in sorted(own_groups | {self.base}, key=len, reverse=True):
             if os.path.isdir(group):

@@ -40,3 +40,13 @@ def test_without_root_nothing_changes_and_it_says_why(monkeypatch):
     with foreground_cpu.foreground("never-made") as placed:
         assert placed == foreground_cpu.Placement(None, "none (not root)")
         assert cpu_group_of(os.getpid()) == before
+
+
+def test_a_group_it_cannot_make_changes_nothing_and_says_why(monkeypatch, tmp_path):
+    unwritable = "/proc/self/no-such-cgroup"
+    monkeypatch.setattr(foreground_cpu, "_plan",
+                        lambda name: (str(tmp_path), unwritable, "cpu.shares", 10240))
+    before = cpu_group_of(os.getpid())
+    with foreground_cpu.foreground("never-made") as placed:
+        assert placed.group is None and placed.said.startswith("none ("), placed
+        assert cpu_group_of(os.getpid()) == before

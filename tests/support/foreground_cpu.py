@@ -79,23 +79,32 @@ class Placement:
 def foreground(name: str):
     """While inside, this process and every process it starts are in CPU cgroup ``name``,
     weighing ``SHARE`` times a default group; yields the ``Placement``."""
+    placed, home = _enter(name)
+    try:
+        yield placed
+    finally:
+        if placed.group is not None:
+            _write(os.path.join(home, "cgroup.procs"), os.getpid())
+            _remove_when_empty(placed.group)
+
+
+def _enter(name: str):
+    """(``Placement``, the group this process leaves) once this process is in group ``name``;
+    a ``Placement`` without a group when the machine does not allow it."""
+    group = None
     try:
         plan = _plan(name)
         if isinstance(plan, str):
-            yield Placement(None, f"none ({plan})")
-            return
+            return Placement(None, f"none ({plan})"), None
         home, group, weight_file, weight = plan
         os.makedirs(group, exist_ok=True)
         _write(os.path.join(group, weight_file), weight)
         _write(os.path.join(group, "cgroup.procs"), os.getpid())
+        return Placement(group, f"{weight_file} {weight}"), home
     except OSError as error:
-        yield Placement(None, f"none ({error})")
-        return
-    try:
-        yield Placement(group, f"{weight_file} {weight}")
-    finally:
-        _write(os.path.join(home, "cgroup.procs"), os.getpid())
-        _remove_when_empty(group)
+        if group is not None:
+            _remove_when_empty(group, wait_s=0)
+        return Placement(None, f"none ({error})"), None
 
 
 def _remove_when_empty(group: str, wait_s: float = 10.0) -> None:
