@@ -451,10 +451,12 @@ class Learner:
                 # may arrive in either order).
                 replied = idle = False
                 while not (replied and idle):
+                    # A fault strikes once the cell has run for strike_after, however often
+                    # it writes meanwhile (a cell that streams its outputs has no quiet gap).
+                    wait = (max(0.0, c0 + self.room.strike_after - time.monotonic())
+                            if armed or restarting else CELL_TIMEOUT)
                     try:
-                        raw = await asyncio.wait_for(
-                            ws.read_message(),
-                            self.room.strike_after if armed or restarting else CELL_TIMEOUT)
+                        raw = await asyncio.wait_for(ws.read_message(), wait)
                     except asyncio.TimeoutError:
                         if armed:  # still running: the fault strikes now, mid-cell
                             armed = False
