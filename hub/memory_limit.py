@@ -150,13 +150,20 @@ class MemoryCgroups:
     def remove(self):
         """Remove the hub's own groups, once every learner's is released: its memory group and,
         under cgroup v1, the groups of the same name the learners' CPU shares and process
-        limits went into (``shared_limits``).  A group still in use is left (OSError)."""
+        limits went into (``shared_limits``).  A group still in use is left, the others are
+        removed, then the first such OSError is raised."""
         if not self.enforced:
             return
         own_groups = {os.path.dirname(limits) for limits, _ in self.shared_limits("any learner")}
-        for group in sorted(own_groups | {self.base}, key=len, reverse=True):
-            if os.path.isdir(group):
-                os.rmdir(group)
+        in_use = None
+        for group in sorted(own_groups | {self.base}):
+            try:
+                if os.path.isdir(group):
+                    os.rmdir(group)
+            except OSError as error:
+                in_use = in_use or error
+        if in_use is not None:
+            raise in_use
 
     def limit_hits(self, learner):
         """How often the learner's group refused memory: cgroup v1's failcnt, v2's oom_kill
