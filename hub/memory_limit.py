@@ -31,7 +31,7 @@ def parse_size(text):
     return int(text)
 
 
-def _own_cgroup(hierarchy, proc_cgroup="/proc/self/cgroup"):
+def own_cgroup(hierarchy, proc_cgroup="/proc/self/cgroup"):
     """This process's path in a cgroup v1 hierarchy ("memory"), or in cgroup v2 ("")."""
     with open(proc_cgroup) as f:
         for line in f:
@@ -39,6 +39,13 @@ def _own_cgroup(hierarchy, proc_cgroup="/proc/self/cgroup"):
             if (hierarchy and hierarchy in controllers.split(",")) or (not hierarchy and _id == "0"):
                 return path
     return None
+
+
+def unified_hierarchy(root="/sys/fs/cgroup"):
+    """Where cgroup v2 is mounted under ``root`` (``root`` itself, or its ``unified`` beside
+    the v1 hierarchies), or None."""
+    return next((d for d in (root, os.path.join(root, "unified"))
+                 if os.path.isfile(os.path.join(d, "cgroup.controllers"))), None)
 
 
 class MemoryCgroups:
@@ -56,13 +63,12 @@ class MemoryCgroups:
 
     def _find(self, root, group, proc_cgroup):
         v1 = os.path.join(root, "memory")
-        own = _own_cgroup("memory", proc_cgroup)
+        own = own_cgroup("memory", proc_cgroup)
         if own is not None and os.path.isfile(os.path.join(v1, "memory.limit_in_bytes")):
             self.base, self.version = os.path.join(v1, own.lstrip("/"), group), 1
         else:
-            own = _own_cgroup("", proc_cgroup)
-            v2 = next((d for d in (root, os.path.join(root, "unified"))
-                       if os.path.isfile(os.path.join(d, "cgroup.controllers"))), None)
+            own = own_cgroup("", proc_cgroup)
+            v2 = unified_hierarchy(root)
             if v2 is None or own is None:
                 self.reason = "this machine has no memory cgroup hierarchy"
                 return
@@ -125,7 +131,7 @@ class MemoryCgroups:
             return [(self.path(learner), values)] if values else []
         found = []
         for hierarchy, values in (("cpu", {"cpu.shares": 1024}), ("pids", {"pids.max": PIDS_MAX})):
-            own = _own_cgroup(hierarchy, self.proc_cgroup)
+            own = own_cgroup(hierarchy, self.proc_cgroup)
             top = os.path.join(self.root, hierarchy)
             # (the root group of a v1 hierarchy has no pids.max: its cgroup.procs says it is there)
             if own is not None and os.path.isfile(os.path.join(top, "cgroup.procs")):

@@ -7,8 +7,9 @@ from tests.support import foreground_cpu
 
 
 def cpu_group_of(pid) -> str:
-    groups = foreground_cpu._own_groups(f"/proc/{pid}/cgroup")  # pylint: disable=protected-access
-    return groups.get("cpu", groups.get(""))
+    proc_cgroup = f"/proc/{pid}/cgroup"
+    v1 = foreground_cpu.memory_limit.own_cgroup("cpu", proc_cgroup)
+    return v1 if v1 is not None else foreground_cpu.memory_limit.own_cgroup("", proc_cgroup)
 
 
 def test_what_starts_inside_is_weighted_and_the_group_is_gone_afterwards():

@@ -19,22 +19,18 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import sys
 import time
 from typing import Optional
 
+from tests.support.child_python import ROOT as REPO
+
+# hub/memory_limit.py finds the hub's cgroups the same way (the hub loads it from hub/).
+sys.path.insert(0, str(REPO / "hub"))
+import memory_limit  # noqa: E402  pylint: disable=wrong-import-position
+
 SHARE = 10
 ROOT = "/sys/fs/cgroup"
-
-
-def _own_groups(proc_cgroup: str = "/proc/self/cgroup") -> dict:
-    """{controller: this process's group}, with "" for cgroup v2's unified hierarchy."""
-    groups = {}
-    with open(proc_cgroup) as lines:
-        for line in lines:
-            _, controllers, path = line.rstrip("\n").split(":", 2)
-            for controller in controllers.split(",") if controllers else [""]:
-                groups[controller] = path
-    return groups
 
 
 def _write(path: str, value) -> None:
@@ -47,19 +43,17 @@ def _plan(name: str):
     reason there is none."""
     if os.geteuid() != 0:
         return "not root"
-    own = _own_groups()
-    v1 = os.path.join(ROOT, "cpu")
-    if "cpu" in own and os.path.isfile(os.path.join(v1, "cpu.shares")):
-        home = os.path.join(v1, own["cpu"].lstrip("/"))
+    v1, own_v1 = os.path.join(ROOT, "cpu"), memory_limit.own_cgroup("cpu")
+    if own_v1 is not None and os.path.isfile(os.path.join(v1, "cpu.shares")):
+        home = os.path.join(v1, own_v1.lstrip("/"))
         return home, os.path.join(home, name), "cpu.shares", 1024 * SHARE
-    unified = next((d for d in (ROOT, os.path.join(ROOT, "unified"))
-                    if os.path.isfile(os.path.join(d, "cgroup.controllers"))), None)
-    if unified is None or "" not in own:
+    unified, own_v2 = memory_limit.unified_hierarchy(ROOT), memory_limit.own_cgroup("")
+    if unified is None or own_v2 is None:
         return "no cpu cgroup hierarchy"
     with open(os.path.join(unified, "cgroup.controllers")) as f:
         if "cpu" not in f.read().split():
             return "cgroup v2 here has no cpu controller"
-    if own[""] != "/":
+    if own_v2 != "/":
         # v2 hands a controller to child groups only from a group that holds no process.
         return "under cgroup v2 the tests must run in the root cgroup"
     _write(os.path.join(unified, "cgroup.subtree_control"), "+cpu")
