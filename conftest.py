@@ -88,6 +88,14 @@ def pytest_configure(config):
     config.pluginmanager.register(UnitTimes(unit_of), "unit_times")
 
 
+def pytest_collection_finish(session):
+    """What collection loaded (TensorFlow, the emulator, every test module: about 300,000
+    objects) lives as long as the process: frozen, the collector's full passes no longer walk
+    it.  Measured on three files of checks (62 tests, alternating): full collections 1.0-1.4 s
+    of CPU against 2.2 s, of about 70 s."""
+    gc.freeze()
+
+
 @pytest.hookimpl(optionalhook=True)   # a run without pytest-xdist (-p no:xdist) has no such hook
 def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling

@@ -43,7 +43,15 @@ def startup_settings(env: dict) -> dict:
 # ---- the server (runs in its own process: ``python -c SERVER``) ---------------------------
 
 def serve() -> None:  # pragma: no cover - runs in the server process
+    import gc
+
     import tensorflow  # noqa: F401  (what the children would each import: the point)
+
+    # TensorFlow's objects outlive every child: frozen, a child's full collections and its exit
+    # skip them, and leave their memory shared with the server rather than copied.  Three
+    # children (two tutorial layouts under the runner, one short TF program), alternating:
+    # 2.40-2.47 s of CPU against 2.78-3.22 s unfrozen.
+    gc.freeze()
 
     requests, answers = sys.stdin, sys.stdout
     for line in requests:
