@@ -45,12 +45,15 @@ def startup_settings(env: dict) -> dict:
 def serve() -> None:  # pragma: no cover - runs in the server process
     import gc
 
+    # As ipu_emulator/tensorflow_import.py does it, which this server must not import: without
+    # the collector's full passes while TensorFlow loads, then frozen.  TensorFlow's objects
+    # outlive every child: frozen, a child's full collections and its exit skip them, and leave
+    # their memory shared with the server rather than copied.  Three children (two tutorial
+    # layouts under the runner, one short TF program), alternating: 2.40-2.47 s of CPU against
+    # 2.78-3.22 s unfrozen.
+    gc.disable()
     import tensorflow  # noqa: F401  (what the children would each import: the point)
-
-    # TensorFlow's objects outlive every child: frozen, a child's full collections and its exit
-    # skip them, and leave their memory shared with the server rather than copied.  Three
-    # children (two tutorial layouts under the runner, one short TF program), alternating:
-    # 2.40-2.47 s of CPU against 2.78-3.22 s unfrozen.
+    gc.enable()
     gc.freeze()
 
     requests, answers = sys.stdin, sys.stdout
