@@ -45,3 +45,14 @@ def medians_from_command_line(doc, measure, settings):
     parser.add_argument("--rounds", type=int, default=3)
     rounds = parser.parse_args().rounds
     return rounds, alternating_medians(measure, settings, rounds)
+
+
+def print_two_settings(rounds, medians, figure, label):
+    """Each setting's medians on a line, then ``label``: the second setting's ``figure`` over
+    the first's."""
+    width = max(map(len, medians)) + 1
+    for setting, figures in medians.items():
+        print(f"{setting:{width}s} " + "  ".join(f"{key} {value:5.2f}"
+                                                for key, value in figures.items()))
+    first, second = (figures[figure] for figures in medians.values())
+    print(f"{label}: {second / first:.2f} (medians of {rounds} rounds)")

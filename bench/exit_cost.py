@@ -12,7 +12,7 @@ import resource
 import subprocess
 import sys
 
-from _alternating import medians_from_command_line
+from _alternating import medians_from_command_line, print_two_settings
 
 LOAD = ("import resource, tensorflow, tf_keras, ipu_emulator.ipu\n"
         "{exit}\n"
@@ -35,8 +35,5 @@ def measure(setting):
 
 
 if __name__ == "__main__":
-    rounds, medians = medians_from_command_line(__doc__, measure, list(EXITS))
-    for setting, figures in medians.items():
-        print(f"{setting:22s} " + "  ".join(f"{key} {value:5.2f}" for key, value in figures.items()))
-    plain, frozen = (medians[setting]["exit CPU s"] for setting in EXITS)
-    print(f"exit CPU, frozen / plain: {frozen / plain:.2f} (medians of {rounds} rounds)")
+    print_two_settings(*medians_from_command_line(__doc__, measure, list(EXITS)),
+                       "exit CPU s", "exit CPU, frozen / plain")

@@ -10,7 +10,7 @@ Usage:  python bench/tensorflow_import.py [--rounds R]
 import subprocess
 import sys
 
-from _alternating import medians_from_command_line
+from _alternating import medians_from_command_line, print_two_settings
 
 IMPORT = ("import gc, os, resource, time\n"
           "full = [0.0, 0.0]\n"
@@ -37,8 +37,5 @@ def measure(setting):
 
 
 if __name__ == "__main__":
-    rounds, medians = medians_from_command_line(__doc__, measure, list(SETTINGS))
-    for setting, figures in medians.items():
-        print(f"{setting:18s} " + "  ".join(f"{key} {value:5.2f}" for key, value in figures.items()))
-    plain, frozen = (medians[setting]["import CPU s"] for setting in SETTINGS)
-    print(f"import CPU, off then frozen / on: {frozen / plain:.2f} (medians of {rounds} rounds)")
+    print_two_settings(*medians_from_command_line(__doc__, measure, list(SETTINGS)),
+                       "import CPU s", "import CPU, off then frozen / on")
