@@ -86,40 +86,12 @@ $(STAMP): pyproject.toml $(if $(filter 0,$(LOCKED)),,locks/lab.txt) jupyter/lab/
 # so a bare `make` still means `make env`).
 include lite/lite.mk
 
-# make test-colab: every notebook under nbval, as `make test` runs them, in an environment with
-# Google Colab's stock runtime's versions (colab/runtime.txt: TensorFlow 2.20, tf_keras, Keras 3,
-# numpy 2.1, ipywidgets 7.7.1) and the lab installed beside them by the notebooks' Colab cell.
-# pip check first: the lab's own requirements are met by that runtime, so installing the lab on
-# Colab replaces none of its packages.  CI runs it after `make test` (.ci/run).  Each TensorFlow
-# notebook runs on the other CPU kernel path than in `make test` (IPU_LAB_KERNEL_PATHS=swapped:
-# tests/support/kernel_paths.py), so CI runs every one on both oneDNN's and Eigen's kernels.
-# On Colab's own Python (3.13) where this machine has one (on PATH, or pyenv's), else $(PYTHON):
-# the stage's name says which ran.
-COLAB_PYTHON ?= $(or $(firstword $(foreach python,$(shell command -v python3.13) \
-	$(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13),\
-	$(shell $(python) -c 'print("$(python)")' 2>/dev/null))),$(PYTHON))
-COLAB_PYTHON_VERSION := $(shell $(COLAB_PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-COLAB_VENV := build/colab-venv-$(COLAB_PYTHON_VERSION)
-COLAB_STAMP := $(COLAB_VENV)/.installed-stamp
-
-$(COLAB_STAMP): colab/runtime.txt pyproject.toml
-	@test -x $(COLAB_VENV)/bin/python || $(COLAB_PYTHON) -m venv $(COLAB_VENV)
-	$(STAGE) "Colab-like environment (Python $(COLAB_PYTHON_VERSION))" -- bash -c '$(call install,$(COLAB_VENV),-r colab/runtime.txt)'
-	@touch $@
-
-# A kernel's first start in this fresh environment compiles everything it imports: on a busy
-# two-core machine one took over nbval's default 60 s to answer (CI, 2026-11-29), so 180 s.
-# The lab goes in as a learner's first cell puts it on Colab (scripts/colab_release.py), from
-# this checkout instead of the release's archive; pip check then finds nothing missing or
-# replaced.
-test-colab: $(COLAB_STAMP)
-	$(COLAB_VENV)/bin/python -m pip uninstall --quiet --yes ipu-emulator
-	$(STAGE) "the Colab install cell" -- $(COLAB_VENV)/bin/python scripts/colab_release.py install-as-colab
-	$(COLAB_VENV)/bin/python -m pip check
-	IPU_EMULATOR_DATA=sample IPU_LAB_SOLUTIONS=1 MPLBACKEND=Agg IPU_LAB_KERNEL_PATHS=swapped \
-		$(STAGE) "notebooks on Colab's versions (Python $(COLAB_PYTHON_VERSION))" -- \
-		$(COLAB_VENV)/bin/python -m pytest -n $(TEST_WORKERS) -p no:cacheprovider --nbval-lax \
-		--nbval-kernel-startup-timeout 180 notebooks
+# make test-colab: every notebook under nbval on Google Colab's versions (colab/colab.mk).
+# Its file is read only when test-colab is a goal: finding Colab's Python runs pyenv's shims,
+# 0.16-0.20 s that every other make (make test-fast, make lab) would pay at start.
+ifneq ($(filter test-colab,$(MAKECMDGOALS)),)
+include colab/colab.mk
+endif
 
 # make hub: a real JupyterHub serving this lab to a small class on this machine (hub/hub.mk).
 include hub/hub.mk
@@ -188,10 +160,13 @@ test: $(STAMP)
 # cores (0.68-0.72 of 31e2a70's time, side by side on 2026-11-29: docs/setup-and-testing.md).
 # Bytecode is cached as for `make test` (PYTHONDONTWRITEBYTECODE cleared): each worker would
 # otherwise compile every module and rewrite every test module's asserts again, about a second
-# of CPU each.
+# of CPU each.  The import layers are checked beside pytest's own start-up, which keeps one core
+# busy for its first half second: lint-imports' report is printed after the tests, and a broken
+# layer fails the target as before.
 test-fast: $(STAMP)
-	$(BIN)/lint-imports --no-cache
-	MPLBACKEND=Agg PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest $(FAST_OPTIONS) $(FAST_SUITE)
+	@layers=$$(mktemp); $(BIN)/lint-imports --no-cache > $$layers 2>&1 & lint=$$!; \
+	MPLBACKEND=Agg PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest $(FAST_OPTIONS) $(FAST_SUITE); \
+	status=$$?; wait $$lint || status=1; cat $$layers; rm -f $$layers; exit $$status
 
 bench: $(STAMP)
 	IPU_EMULATOR_DATA=sample $(BIN)/python bench/run_all.py
