@@ -142,13 +142,16 @@ BROWSER_TESTS := $(if $(findstring not browser,$(PYTEST_ARGS)),,yes)
 # PYTEST_ARGS='-m "not hub"' leaves it out.
 HUB_TESTS := $(if $(findstring not hub,$(PYTEST_ARGS)),,yes)
 BUILDS := $(if $(BROWSER_TESTS),lite) $(if $(HUB_TESTS),hub-tools)
+# Four jobs: the hub's venv, its proxy and the site's tools wait on PyPI and npm while the lab's
+# bytecode compiles (on fresh clones, side by side: 24.9 / 26.8 s against 27.8 / 30.6 s with two).
+BUILD_JOBS := 4
 TEST_WORKERS ?= 3
 TEST_PATHS := $(PURE_MODULES) tests notebooks
 
 test: $(STAMP)
 	$(if $(BROWSER_TESTS),@$(STAGE) "Chromium (ensure_browser.sh)" -- bash scripts/ensure_browser.sh)
 	$(if $(strip $(BUILDS)),@bash scripts/ensure_npm.sh)
-	$(if $(strip $(BUILDS)),@$(STAGE) "builds: make -j2 $(strip $(BUILDS))" -- $(MAKE) --no-print-directory -j2 $(BUILDS))
+	$(if $(strip $(BUILDS)),@$(STAGE) "builds: make -j$(BUILD_JOBS) $(strip $(BUILDS))" -- $(MAKE) --no-print-directory -j$(BUILD_JOBS) $(BUILDS))
 	@$(STAGE) "import layers (lint-imports)" -- $(BIN)/lint-imports --no-cache
 	@status=0; PYTHONDONTWRITEBYTECODE= IPU_EMULATOR_DATA=sample IPU_LAB_SOLUTIONS=1 MPLBACKEND=Agg \
 		IPU_LAB_LITE_SITE=$(LITE_OUT) $(STAGE) "tests (pytest, $(TEST_WORKERS) workers)" -- \
