@@ -5,7 +5,7 @@
 #               notebooks, JupyterLab in headless Chromium, and the JupyterLite site, which it
 #               builds first: `make lite`; installs Debian's chromium and npm if root and
 #               missing); prints the time each stage took
-#   make test-fast  the simulator, views, widgets and exercises only, without TensorFlow (~14 s)
+#   make test-fast  the simulator, views, widgets and exercises only, without TensorFlow (~12 s)
 #   make lite       the zero-install JupyterLite site in build/lite (lite/lite.mk)
 VENV ?= .venv
 PYTHON ?= python3
@@ -159,8 +159,9 @@ test: $(STAMP)
 		--doctest-modules $(TEST_PATHS) $(PYTEST_ARGS) \
 		|| status=$$?; $(PYTHON) scripts/stage_times.py report $(MAKE_STARTED); exit $$status
 
-# The simulator, views, widgets and exercises only, without TensorFlow: about 18 seconds on two
-# cores (0.68-0.72 of 31e2a70's time, side by side on 2026-11-29: docs/setup-and-testing.md).
+# The simulator, views, widgets and exercises only, without TensorFlow: about 12 seconds on two
+# cores (0.65 of 31e2a70's time: the median of ten runs alternating with it on 2026-11-30,
+# docs/setup-and-testing.md).
 # Bytecode is cached as for `make test` (PYTHONDONTWRITEBYTECODE cleared): each worker would
 # otherwise compile every module and rewrite every test module's asserts again, about a second
 # of CPU each.  The import layers are checked beside pytest's own start-up, which keeps one core

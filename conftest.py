@@ -50,7 +50,12 @@ SPLIT_FOLDERS = ("tests/notebooks/",)
 FIRST = ["browser", "tf2", "hub",
          "notebooks/02_", "notebooks/09_", "notebooks/03_", "notebooks/07_", "notebooks/06_",
          "notebooks/01_", "notebooks/05_", "notebooks/08_", "notebooks/04_",
-         "tests/notebooks/", "tests/cli/", "tests/emulator/", "tests/scripts/"]
+         "tests/notebooks/", "tests/cli/", "tests/emulator/", "tests/scripts/",
+         # The fast suite's longest (`make test-fast`: two workers and nothing else): the
+         # legibility checks, 5-6 s of its 9-10 s, the widgets, and the child process that
+         # imports the pure layers; handed out late, each left one worker running alone.
+         "tests/views/test_legibility.py", "tests/widgets/test_widgets.py",
+         "tests/test_pure_layers.py"]
 
 
 @pytest.fixture(autouse=True)
