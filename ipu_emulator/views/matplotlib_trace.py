@@ -317,15 +317,40 @@ def _fitting_label_class():
                  (self._span[1], self._height[1] if self._height else 0)])
             for text in self._texts:
                 self.set_text(text)
-                extent = self.get_window_extent(renderer)
-                if right - left >= extent.width + 2 and (
-                        self._height is None or top - bottom >= extent.height + 2):
+                width, height = self._size(renderer)
+                if right - left >= width + 2 and (
+                        self._height is None or top - bottom >= height + 2):
                     super().draw(renderer)
                     self.shown = text
                     return
             self.set_text(self._texts[0])
 
+        def _size(self, renderer) -> Tuple[float, float]:
+            """The drawn text's width and height in pixels.  A trace has hundreds of labels
+            and few distinct texts (micro-batch numbers, phase names), and measuring one is a
+            text layout: the size is kept per text, font, rotation and resolution (what it
+            depends on; as matplotlib keys its own text metrics), which made drawing and
+            checking a pipeline's trace about a tenth faster (bench/drawing.py)."""
+            key = (self.get_text(), self.get_fontproperties(), self.get_rotation(),
+                   self.get_usetex(), self.figure.dpi, type(renderer))
+            size = _LABEL_SIZES.get(key)
+            if size is None:
+                extent = self.get_window_extent(renderer)
+                size = (extent.width, extent.height)
+                if "\n" in key[0] or self.get_wrap():   # its size depends on more than the key
+                    return size
+                if len(_LABEL_SIZES) >= _LABEL_SIZES_KEPT:
+                    _LABEL_SIZES.clear()
+                # A copy of the font in the key: the label's own may change after.
+                _LABEL_SIZES[(key[0], key[1].copy(), *key[2:])] = size
+            return size
+
     return FittingLabel
+
+
+# FittingLabel's measured sizes; cleared when full (a long session draws many idle notes).
+_LABEL_SIZES: Dict[tuple, Tuple[float, float]] = {}
+_LABEL_SIZES_KEPT = 2048
 
 
 def _shade_phases(ax, phases, x, rows: "_Rows", low: float, high: float) -> None:

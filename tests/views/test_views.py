@@ -206,3 +206,27 @@ def test_micro_batch_numbers_are_drawn_only_where_they_fit(monkeypatch):
     ax.figure.canvas.draw()
     assert sorted(set(drawn)) == ["0", "1", "2", "3", "4", "5", "6", "7"]
     plt.close(ax.figure)
+
+
+def test_a_labels_kept_size_is_its_measured_size_and_a_larger_font_is_measured_anew():
+    """FittingLabel keeps each text's size (a trace has hundreds of labels and few texts):
+    what it keeps is what matplotlib measures, and the same text in a larger font is another
+    size, at the same resolution or another."""
+    from ipu_emulator.sim.pipeline_simulator import simulate_pipeline, unit_stages
+    ax = plot_timeline(simulate_pipeline(unit_stages(2), "grouped", 4, unit_cost=True))
+    ax.figure.canvas.draw()
+    renderer = ax.figure.canvas.get_renderer()
+    labels = [text for text in ax.texts if hasattr(text, "shown")]
+
+    def measured(label):   # placed: its width and height as differences of coordinates
+        extent = label.get_window_extent(renderer)
+        return pytest.approx((extent.width, extent.height), abs=1e-9)
+
+    assert len(labels) > 4 and all(label._size(renderer) == measured(label) for label in labels)
+    label = labels[0]
+    small = label._size(renderer)
+    label.set_fontsize(30)
+    assert label._size(renderer) == measured(label) and label._size(renderer)[0] > small[0]
+    ax.figure.set_dpi(200)
+    assert label._size(renderer) == measured(label)
+    plt.close(ax.figure)
