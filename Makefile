@@ -160,8 +160,8 @@ test: $(STAMP)
 		|| status=$$?; $(PYTHON) scripts/stage_times.py report $(MAKE_STARTED); exit $$status
 
 # The simulator, views, widgets and exercises only, without TensorFlow: about 12 seconds on two
-# cores (0.65 of 31e2a70's time: the median of ten runs alternating with it on 2026-11-30,
-# docs/setup-and-testing.md).
+# cores.  Against 31e2a70 on fresh clones, alternating (2026-11-30, docs/setup-and-testing.md):
+# 0.58 of its time in a shell that sets PYTHONDONTWRITEBYTECODE, 0.80 where both write bytecode.
 # Bytecode is cached as for `make test` (PYTHONDONTWRITEBYTECODE cleared): each worker would
 # otherwise compile every module and rewrite every test module's asserts again, about a second
 # of CPU each.  The import layers are checked beside pytest's own start-up, which keeps one core
