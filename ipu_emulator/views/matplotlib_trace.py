@@ -328,12 +328,15 @@ def _fitting_label_class():
         def _size(self, renderer) -> Tuple[float, float]:
             """The drawn text's width and height in pixels.  A trace has hundreds of labels
             and few distinct texts (micro-batch numbers, phase names), and measuring one is a
-            text layout: the size is kept per text, font, rotation and resolution (what it
-            depends on; as matplotlib keys its own text metrics).  Drawing and checking a
-            pipeline's trace takes 0.92 of the time it took measuring every label
-            (bench/drawing.py)."""
+            text layout: the size is kept per text, font, rotation, resolution and renderer
+            (what it depends on; as matplotlib keys its own text metrics).  Drawing and
+            checking a pipeline's trace takes 0.84 of the CPU it took measuring every label
+            (bench/drawing.py, on a quiet machine)."""
+            # The renderer that measures: a vector format's own inside matplotlib's mixed-mode
+            # renderer (SVG and PDF measure the same text 0.003 px apart).
+            measurer = type(renderer.get_text_width_height_descent.__self__)
             key = (self.get_text(), self.get_fontproperties(), self.get_rotation(),
-                   self.get_usetex(), self.figure.dpi, type(renderer))
+                   self.get_usetex(), self.figure.dpi, measurer)
             size = _LABEL_SIZES.get(key)
             if size is None:
                 extent = self.get_window_extent(renderer)
