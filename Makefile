@@ -138,12 +138,14 @@ lab: $(STAMP)
 BROWSER_TESTS := $(if $(findstring not browser,$(PYTEST_ARGS)),,yes)
 # tests/hub/ rehearses a class on a real JupyterHub (bench/classroom.py: three learners, a
 # killed kernel, a restarted server, a restarted hub), so `make test` installs the hub's tools
-# (`make hub-tools`, beside the site's build: both mostly wait on PyPI and npm);
+# (`make hub-tools`, beside the site's build);
 # PYTEST_ARGS='-m "not hub"' leaves it out.
 HUB_TESTS := $(if $(findstring not hub,$(PYTEST_ARGS)),,yes)
 BUILDS := $(if $(BROWSER_TESTS),lite) $(if $(HUB_TESTS),hub-tools)
-# Four jobs: the hub's venv, its proxy and the site's tools wait on PyPI and npm while the lab's
-# bytecode compiles (on fresh clones, side by side: 24.9 / 26.8 s against 27.8 / 30.6 s with two).
+# Four jobs (on fresh clones, side by side: 24.9 / 26.8 s against 27.8 / 30.6 s with two): with
+# two, a job slot idled while its target waited on PyPI or npm; with four the stage keeps both
+# cores busy (alone, the lab's bytecode took 25 s of CPU, the two sites 21 s, the hub's venv 12 s
+# and its proxy 2 s: about 61 s, in the stage's 31 s; 2026-11-30).
 BUILD_JOBS := 4
 TEST_WORKERS ?= 3
 TEST_PATHS := $(PURE_MODULES) tests notebooks
