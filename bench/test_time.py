@@ -1,0 +1,122 @@
+"""How long `make test` (or `make test-fast`) takes at two revisions, side by side on fresh
+clones: the measure issue 39 sets (this machine's speed moves by a fifth within the hour, so
+only runs made one right after the other compare).
+
+Each round clones this repository twice into a temporary folder, checks out each revision and
+runs the target there, the two revisions' order reversed every other round (base, head, head,
+base...).  For `make test` the timed run is the clone's first (`make env`, the builds and
+pytest, as on a fresh clone); for `make test-fast` the environment is made first and not timed,
+and the target runs twice, the second timed (the first writes the bytecode).  Each run prints its
+wall clock, the CPU of make and everything it waited for (user + sys, as /usr/bin/time gives), its
+exit status and the stage report's pytest and total lines where it has them; then the medians
+and head's ratios to base.  The shell's PYTHONDONTWRITEBYTECODE is passed on as it is (this
+machine's shell and its CI set it; it slows a revision whose Makefile does not clear it).
+Between runs, processes a run left behind in its clone (a TensorBoard) are stopped.
+Usage:  python bench/test_time.py [--base REV] [--head REV] [--target test|test-fast]
+                                  [--rounds R]
+Defaults: base 31e2a70 (the revision issue 39 measured), head HEAD, target test, one round
+(about 12 minutes on this machine: two runs of `make test`).
+"""
+import argparse
+import os
+import re
+import resource
+import signal
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+STAGE_LINES = {"pytest s": r"tests \(pytest.*?([\d.]+) s$", "builds s": r"builds:.*?([\d.]+) s$",
+               "total s": r"total, from the start of make.*?([\d.]+) s$"}
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def stop_left_behind(folder: Path):
+    """Stop processes still running from ``folder`` (a test run's TensorBoard, say): they
+    would take CPU from the next run."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(folder) in command:
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def clone(revision: str, into: Path) -> Path:
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(into)], check=True)
+    subprocess.run(["git", "-C", str(into), "checkout", "--quiet", revision], check=True)
+    return into
+
+
+def timed_make(folder: Path, target: str) -> dict:
+    cpu, started = children_cpu(), time.monotonic()
+    done = subprocess.run(["make", "-C", str(folder), target], capture_output=True, text=True)
+    figures = {"wall s": time.monotonic() - started, "CPU s": children_cpu() - cpu,
+               "exit": done.returncode}
+    printed = done.stdout + done.stderr
+    for name, pattern in STAGE_LINES.items():
+        found = re.findall(pattern, printed, flags=re.MULTILINE)
+        if found:
+            figures[name] = float(found[-1])
+    return figures
+
+
+def measure(revision: str, target: str, scratch: Path) -> dict:
+    folder = clone(revision, Path(tempfile.mkdtemp(dir=scratch)))
+    try:
+        if target == "test-fast":
+            subprocess.run(["make", "-C", str(folder), "env"], check=True, capture_output=True)
+            timed_make(folder, target)          # writes the bytecode, as a second run finds it
+        return timed_make(folder, target)
+    finally:
+        stop_left_behind(folder)
+        subprocess.run(["rm", "-rf", str(folder)], check=False)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", default="31e2a70")
+    parser.add_argument("--head", default="HEAD")
+    parser.add_argument("--target", choices=("test", "test-fast"), default="test")
+    parser.add_argument("--rounds", type=int, default=1)
+    options = parser.parse_args()
+    revisions = {}
+    for name in ("base", "head"):
+        revision = getattr(options, name)
+        revisions[name] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", revision],
+                                         check=True, capture_output=True, text=True).stdout.strip()
+    print(f"make {options.target}: base {revisions['base']}, head {revisions['head']}, "
+          f"{options.rounds} round(s); PYTHONDONTWRITEBYTECODE="
+          f"{os.environ.get('PYTHONDONTWRITEBYTECODE', '(unset)')}", flush=True)
+    runs = {"base": [], "head": []}
+    with tempfile.TemporaryDirectory(prefix="test-time-") as scratch:
+        for index in range(options.rounds):
+            for name in (("base", "head") if index % 2 == 0 else ("head", "base")):
+                figures = measure(revisions[name], options.target, Path(scratch))
+                runs[name].append(figures)
+                print(f"  {time.strftime('%H:%M')} {name} " + "  ".join(
+                    f"{key} {value:.1f}" if isinstance(value, float) else f"{key} {value}"
+                    for key, value in figures.items()), flush=True)
+    medians = {name: {key: statistics.median(run[key] for run in done)
+                      for key in ("wall s", "CPU s")} for name, done in runs.items()}
+    for key in ("wall s", "CPU s"):
+        print(f"{key}: base {medians['base'][key]:.1f}, head {medians['head'][key]:.1f}, "
+              f"head / base {medians['head'][key] / medians['base'][key]:.2f} "
+              f"(medians of {options.rounds})")
+
+
+if __name__ == "__main__":
+    main()
