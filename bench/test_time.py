@@ -8,9 +8,10 @@ base...).  For `make test` the timed run is the clone's first (`make env`, the b
 pytest, as on a fresh clone); for `make test-fast` the environment is made first and not timed,
 and the target runs twice, the second timed (the first writes the bytecode).  Each run prints its
 wall clock, the CPU of make and everything it waited for (user + sys, as /usr/bin/time gives), its
-exit status and the stage report's pytest and total lines where it has them; then the medians
-and head's ratios to base.  The shell's PYTHONDONTWRITEBYTECODE is passed on as it is (this
-machine's shell and its CI set it; it slows a revision whose Makefile does not clear it).
+exit status and the stage report's pytest and total lines where it has them (its whole output is
+kept in build/test_time/); then the medians and head's ratios to base.  The shell's
+PYTHONDONTWRITEBYTECODE is passed on as it is (this machine's shell and its CI set it; it slows
+a revision whose Makefile does not clear it).
 Between runs, processes a run left behind in its clone (a TensorBoard) are stopped.
 Usage:  python bench/test_time.py [--base REV] [--head REV] [--target test|test-fast]
                                   [--rounds R]
@@ -29,8 +30,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGE_LINES = {"pytest s": r"tests \(pytest.*?([\d.]+) s$", "builds s": r"builds:.*?([\d.]+) s$",
-               "total s": r"total, from the start of make.*?([\d.]+) s$"}
+LOGS = ROOT / "build" / "test_time"     # each run's output, for a failure's details
+# The stage report's lines ("  tests (pytest, 3 workers)   4.6 min   274.6 s", with "(exit 1)"
+# after it when a stage failed).
+STAGE_LINES = {"pytest s": r"tests \(pytest.*?([\d.]+) s\b",
+               "builds s": r"builds:.*?([\d.]+) s\b",
+               "total s": r"total, from the start of make.*?([\d.]+) s\b"}
 
 
 def children_cpu() -> float:
@@ -61,12 +66,16 @@ def clone(revision: str, into: Path) -> Path:
     return into
 
 
-def timed_make(folder: Path, target: str) -> dict:
+def timed_make(folder: Path, target: str, log: Path) -> dict:
+    """Run ``make target`` in ``folder``, its output (stdout and stderr as they came) to
+    ``log``; its figures."""
     cpu, started = children_cpu(), time.monotonic()
-    done = subprocess.run(["make", "-C", str(folder), target], capture_output=True, text=True)
+    with open(log, "w") as output:
+        returncode = subprocess.run(["make", "-C", str(folder), target], stdout=output,
+                                    stderr=subprocess.STDOUT).returncode
     figures = {"wall s": time.monotonic() - started, "CPU s": children_cpu() - cpu,
-               "exit": done.returncode}
-    printed = done.stdout + done.stderr
+               "exit": returncode}
+    printed = log.read_text(errors="replace")
     for name, pattern in STAGE_LINES.items():
         found = re.findall(pattern, printed, flags=re.MULTILINE)
         if found:
@@ -74,13 +83,21 @@ def timed_make(folder: Path, target: str) -> dict:
     return figures
 
 
-def measure(revision: str, target: str, scratch: Path) -> dict:
-    folder = clone(revision, Path(tempfile.mkdtemp(dir=scratch)))
+def readable_folder(parent=None) -> Path:
+    """A new folder others may read: the classroom rehearsal's learners are other Unix users,
+    whose servers run on the clone's .venv (a temporary folder is the owner's alone)."""
+    folder = Path(tempfile.mkdtemp(prefix="test-time-", dir=parent))
+    folder.chmod(0o755)
+    return folder
+
+
+def measure(revision: str, target: str, scratch: Path, log: Path) -> dict:
+    folder = clone(revision, readable_folder(scratch))
     try:
         if target == "test-fast":
             subprocess.run(["make", "-C", str(folder), "env"], check=True, capture_output=True)
-            timed_make(folder, target)          # writes the bytecode, as a second run finds it
-        return timed_make(folder, target)
+            timed_make(folder, target, log)     # writes the bytecode, as a second run finds it
+        return timed_make(folder, target, log)
     finally:
         stop_left_behind(folder)
         subprocess.run(["rm", "-rf", str(folder)], check=False)
@@ -102,14 +119,20 @@ def main():
           f"{options.rounds} round(s); PYTHONDONTWRITEBYTECODE="
           f"{os.environ.get('PYTHONDONTWRITEBYTECODE', '(unset)')}", flush=True)
     runs = {"base": [], "head": []}
-    with tempfile.TemporaryDirectory(prefix="test-time-") as scratch:
+    LOGS.mkdir(parents=True, exist_ok=True)
+    scratch = readable_folder()
+    try:
         for index in range(options.rounds):
             for name in (("base", "head") if index % 2 == 0 else ("head", "base")):
-                figures = measure(revisions[name], options.target, Path(scratch))
+                log = LOGS / f"{name}-{revisions[name]}-{time.strftime('%H%M%S')}.log"
+                figures = measure(revisions[name], options.target, scratch, log)
                 runs[name].append(figures)
                 print(f"  {time.strftime('%H:%M')} {name} " + "  ".join(
                     f"{key} {value:.1f}" if isinstance(value, float) else f"{key} {value}"
-                    for key, value in figures.items()), flush=True)
+                    for key, value in figures.items()) + f"  ({log.relative_to(ROOT)})",
+                      flush=True)
+    finally:
+        subprocess.run(["rm", "-rf", str(scratch)], check=False)
     medians = {name: {key: statistics.median(run[key] for run in done)
                       for key in ("wall s", "CPU s")} for name, done in runs.items()}
     for key in ("wall s", "CPU s"):
