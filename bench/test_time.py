@@ -8,10 +8,10 @@ base...).  For `make test` the timed run is the clone's first (`make env`, the b
 pytest, as on a fresh clone); for `make test-fast` the environment is made first and not timed,
 and the target runs twice, the second timed (the first writes the bytecode).  Each run prints its
 wall clock, the CPU of make and everything it waited for (user + sys, as /usr/bin/time gives), its
-exit status and the stage report's pytest and total lines where it has them (its whole output is
-kept in build/test_time/); then the medians and head's ratios to base.  The shell's
-PYTHONDONTWRITEBYTECODE is passed on as it is (this machine's shell and its CI set it; it slows
-a revision whose Makefile does not clear it).
+exit status and the stage report's pytest and total lines where it has them (its whole output,
+and its unit table where it writes one, are kept in build/test_time/); then the medians and
+head's ratios to base.  The shell's PYTHONDONTWRITEBYTECODE is passed on as it is (this
+machine's shell and its CI set it; it slows a revision whose Makefile does not clear it).
 Between runs, processes a run left behind in its clone (a TensorBoard) are stopped.
 Usage:  python bench/test_time.py [--base REV] [--head REV] [--target test|test-fast]
                                   [--rounds R]
@@ -22,6 +22,7 @@ import argparse
 import os
 import re
 import resource
+import shutil
 import signal
 import statistics
 import subprocess
@@ -99,7 +100,11 @@ def measure(revision: str, target: str, scratch: Path, log: Path) -> dict:
         if target == "test-fast":
             subprocess.run(["make", "-C", str(folder), "env"], check=True, capture_output=True)
             timed_make(folder, target, log)     # writes the bytecode, as a second run finds it
-        return timed_make(folder, target, log)
+        figures = timed_make(folder, target, log)
+        units = folder / "build" / "test_units.tsv"     # every unit's time, where it has them
+        if units.exists():
+            shutil.copyfile(units, log.with_suffix(".units.tsv"))
+        return figures
     finally:
         stop_left_behind(folder)
         subprocess.run(["rm", "-rf", str(folder)], check=False)
