@@ -24,11 +24,12 @@ import re
 import resource
 import shutil
 import signal
-import statistics
 import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from _alternating import alternating_medians
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "build" / "test_time"     # each run's output, for a failure's details
@@ -125,23 +126,21 @@ def main():
     print(f"make {options.target}: base {revisions['base']}, head {revisions['head']}, "
           f"{options.rounds} round(s); PYTHONDONTWRITEBYTECODE="
           f"{os.environ.get('PYTHONDONTWRITEBYTECODE', '(unset)')}", flush=True)
-    runs = {"base": [], "head": []}
     LOGS.mkdir(parents=True, exist_ok=True)
     scratch = readable_folder()
+
+    def timed(name):
+        log = LOGS / f"{name}-{revisions[name]}-{time.strftime('%H%M%S')}.log"
+        figures = measure(revisions[name], options.target, scratch, log)
+        print(f"  {time.strftime('%H:%M')} {name} " + "  ".join(
+            f"{key} {value:.1f}" if isinstance(value, float) else f"{key} {value}"
+            for key, value in figures.items()) + f"  ({log.relative_to(ROOT)})", flush=True)
+        return {key: figures[key] for key in ("wall s", "CPU s")}
+
     try:
-        for index in range(options.rounds):
-            for name in (("base", "head") if index % 2 == 0 else ("head", "base")):
-                log = LOGS / f"{name}-{revisions[name]}-{time.strftime('%H%M%S')}.log"
-                figures = measure(revisions[name], options.target, scratch, log)
-                runs[name].append(figures)
-                print(f"  {time.strftime('%H:%M')} {name} " + "  ".join(
-                    f"{key} {value:.1f}" if isinstance(value, float) else f"{key} {value}"
-                    for key, value in figures.items()) + f"  ({log.relative_to(ROOT)})",
-                      flush=True)
+        medians = alternating_medians(timed, ["base", "head"], options.rounds)
     finally:
         subprocess.run(["rm", "-rf", str(scratch)], check=False)
-    medians = {name: {key: statistics.median(run[key] for run in done)
-                      for key in ("wall s", "CPU s")} for name, done in runs.items()}
     for key in ("wall s", "CPU s"):
         print(f"{key}: base {medians['base'][key]:.1f}, head {medians['head'][key]:.1f}, "
               f"head / base {medians['head'][key] / medians['base'][key]:.2f} "
