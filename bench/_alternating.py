@@ -3,11 +3,18 @@ a fresh Python, the settings alternating round after round (so machine noise fal
 them alike), and each figure is the median over the rounds."""
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+
+def children_cpu() -> float:
+    """User and system CPU of the child processes this one has waited for, in seconds."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def child_json(code, *args, env, as_file=False):

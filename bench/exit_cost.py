@@ -8,22 +8,16 @@ emulator's SDK modules and legacy Keras, prints its own CPU so far and exits, on
 reaps it) less what it printed.  Medians over the rounds, then the ratio.
 Usage:  python bench/exit_cost.py [--rounds R]
 """
-import resource
 import subprocess
 import sys
 
-from _alternating import medians_from_command_line, print_two_settings
+from _alternating import children_cpu, medians_from_command_line, print_two_settings
 
 LOAD = ("import resource, tensorflow, tf_keras, ipu_emulator.ipu\n"
         "{exit}\n"
         "usage = resource.getrusage(resource.RUSAGE_SELF)\n"
         "print(usage.ru_utime + usage.ru_stime)\n")
 EXITS = {"plain exit": "", "gc.freeze() at exit": "import atexit, gc; atexit.register(gc.freeze)"}
-
-
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def measure(setting):

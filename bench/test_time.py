@@ -21,7 +21,6 @@ Defaults: base 31e2a70 (the revision issue 39 measured), head HEAD, target test,
 import argparse
 import os
 import re
-import resource
 import shutil
 import signal
 import subprocess
@@ -29,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _alternating import alternating_medians
+from _alternating import alternating_medians, children_cpu
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "build" / "test_time"     # each run's output, for a failure's details
@@ -38,11 +37,6 @@ LOGS = ROOT / "build" / "test_time"     # each run's output, for a failure's det
 STAGE_LINES = {"pytest s": r"tests \(pytest.*?([\d.]+) s\b",
                "builds s": r"builds:.*?([\d.]+) s\b",
                "total s": r"total, from the start of make.*?([\d.]+) s\b"}
-
-
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def stop_left_behind(folder: Path):
