@@ -3,8 +3,8 @@
 #   make test   create the environment if missing, then check the import layers (lint-imports)
 #               and run every test in one pytest run on three workers (docstring examples, unit,
 #               notebooks, JupyterLab in headless Chromium, and the JupyterLite site, which it
-#               builds first: `make lite`; installs Debian's chromium and npm if root and
-#               missing); prints the time each stage took
+#               builds first: `make lite`; installs Debian's chromium-headless-shell and npm if
+#               root and missing); prints the time each stage took
 #   make test-fast  the simulator, views, widgets and exercises only, without TensorFlow (~12 s)
 #   make lite       the zero-install JupyterLite site in build/lite (lite/lite.mk)
 VENV ?= .venv
@@ -121,8 +121,9 @@ lab: $(STAMP)
 # notebooks show them unsolved, with feedback and no traceback.  Each notebook is executed
 # once, by nbval; tests/browser/ opens the stored notebooks in JupyterLab (headless Chromium),
 # drives notebook 08's widgets and runs a short TensorFlow notebook there:
-# scripts/ensure_browser.sh installs Debian's chromium when missing (as root), or says how to;
-# IPU_LAB_CHROMIUM=/path/to/chrome picks another binary.  tests/lite/ opens the JupyterLite site
+# scripts/ensure_browser.sh installs Debian's chromium-headless-shell when missing (as root),
+# or says how to; IPU_LAB_CHROMIUM=/path/to/chrome picks another binary.  tests/lite/ opens the
+# JupyterLite site
 # in the same browser, so `make test` first builds it (`make lite`: about a minute the first
 # time, from PyPI and npm, with npm from scripts/ensure_npm.sh; then seconds, offline).
 # Everything runs in one pytest invocation on TEST_WORKERS pytest-xdist workers; the root
