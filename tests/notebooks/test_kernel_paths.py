@@ -83,7 +83,8 @@ def onednn_digest():
 
 def test_a_check_pinning_a_value_the_kernels_compute_fails_on_the_other_path(tmp_path):
     """What the second path is for: a lesson check that pins a float32 product as oneDNN's
-    kernels computed it fails on Eigen's (about 6 s: the kernel on Eigen's is a new process)."""
+    kernels computed it fails on Eigen's (about 4 s of CPU, most of it the kernel on Eigen's
+    kernels, a new process)."""
     pinned = onednn_digest()
     notebook = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell(PRODUCT_DIGEST),
