@@ -96,13 +96,13 @@ def test_a_kernel_of_the_lab_shows_tensorflows_start_up_lines_nowhere_and_exits_
             f"a collection at exit walked {walked} objects ({frozen} frozen)"
 
 
-def run_and_shut_down(cell: str, patience: float = 5.0) -> str:
+def run_and_shut_down(cell: str) -> str:
     """What a new lab kernel shows for `cell`; the kernel is then asked to leave and given
-    `patience` seconds (jupyter_client's and JupyterLab's default), and must leave by itself."""
+    5 s (jupyter_client's and JupyterLab's patience), and must leave by itself."""
     from jupyter_client.manager import start_new_kernel
 
     manager, client = start_new_kernel(kernel_name="python3", startup_timeout=120)
-    manager.shutdown_wait_time = patience
+    manager.shutdown_wait_time = 5.0
     shown = []
     try:
         client.execute_interactive(cell, timeout=120, output_hook=lambda message:
