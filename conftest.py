@@ -47,9 +47,12 @@ UNIT_FOLDERS = {"tests/browser/": "browser", "tests/lite/": "browser",
 # Folders whose every test is a unit of its own: long and independent (each runs a notebook
 # in a kernel of its own: tests/notebooks/), so the workers share them.
 SPLIT_FOLDERS = ("tests/notebooks/",)
+# Every notebook is named (tests/scripts/test_unit_order.py): notebook 12, the longest (about
+# 18 s), once came last of all, unnamed, and ran alone at the end of the run.
 FIRST = ["browser", "tf2", "hub",
-         "notebooks/02_", "notebooks/09_", "notebooks/03_", "notebooks/07_", "notebooks/06_",
-         "notebooks/01_", "notebooks/05_", "notebooks/08_", "notebooks/04_",
+         "notebooks/12_", "notebooks/09_", "notebooks/03_", "notebooks/02_", "notebooks/07_",
+         "notebooks/06_", "notebooks/01_", "notebooks/05_", "notebooks/11_", "notebooks/08_",
+         "notebooks/04_", "notebooks/00_", "notebooks/10_",
          "tests/notebooks/", "tests/cli/", "tests/emulator/", "tests/scripts/",
          # The fast suite's longest (`make test-fast`: two workers and nothing else): the
          # legibility checks, 5-6 s of its 9-10 s, the widgets, and the child process that
