@@ -36,9 +36,9 @@ if not os.environ.get("IPU_LAB_IMAGE"):
 
 # Folders whose tests make one unit each, and the longest units, first to be handed out: the
 # browser tests (JupyterLab and the JupyterLite site), the TF2 child, the classroom rehearsal on
-# a JupyterHub (tests/hub/: about a minute of three learners' kernels), then the notebooks that
-# train longest, then the folders of tests that start child processes.  Anything not named
-# keeps its collection order after these.
+# a JupyterHub (tests/hub/: about a minute of three learners' kernels), then the notebooks,
+# longest first, the pure layers' longest files, then the folders of tests that start child
+# processes.  Anything not named keeps its collection order after these.
 UNIT_FOLDERS = {"tests/browser/": "browser", "tests/lite/": "browser",
                 "tests/emulator/tf2/": "tf2",
                 # Each hub test makes the same Unix accounts and cgroups (jupyter-learner01...):
@@ -53,12 +53,14 @@ FIRST = ["browser", "tf2", "hub",
          "notebooks/12_", "notebooks/09_", "notebooks/03_", "notebooks/02_", "notebooks/07_",
          "notebooks/06_", "notebooks/01_", "notebooks/05_", "notebooks/11_", "notebooks/08_",
          "notebooks/04_", "notebooks/00_", "notebooks/10_",
-         "tests/notebooks/", "tests/cli/", "tests/emulator/", "tests/scripts/",
          # The fast suite's longest (`make test-fast`: two workers and nothing else): the
          # legibility checks, 5-6 s of its 9-10 s, the widgets, and the child process that
-         # imports the pure layers; handed out late, each left one worker running alone.
+         # imports the pure layers; handed out late, each left one worker running alone.  In
+         # `make test` too they once came after the folders below and ended the run (the
+         # legibility grid, 20 s, beside the fork server's tests, 9.5 s of waiting).
          "tests/views/test_legibility.py", "tests/widgets/test_widgets.py",
-         "tests/test_pure_layers.py"]
+         "tests/test_pure_layers.py", "tests/test_preloaded_python.py",
+         "tests/notebooks/", "tests/cli/", "tests/emulator/", "tests/scripts/"]
 
 
 @pytest.fixture(autouse=True)
