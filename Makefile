@@ -123,9 +123,9 @@ lab: $(STAMP)
 # drives notebook 08's widgets and runs a short TensorFlow notebook there:
 # scripts/ensure_browser.sh installs Debian's chromium-headless-shell when missing (as root),
 # or says how to; IPU_LAB_CHROMIUM=/path/to/chrome picks another binary.  tests/lite/ opens the
-# JupyterLite site
-# in the same browser, so `make test` first builds it (`make lite`: about a minute the first
-# time, from PyPI and npm, with npm from scripts/ensure_npm.sh; then seconds, offline).
+# JupyterLite site in the same browser, so `make test` first builds it (`make lite`: about a
+# minute the first time, from PyPI and npm, with npm from scripts/ensure_npm.sh; then seconds,
+# offline).
 # Everything runs in one pytest invocation on TEST_WORKERS pytest-xdist workers; the root
 # conftest.py keeps each test file, each notebook and the browser tests on one worker.
 # Three workers on two cores: much of the run waits (on Chromium, on child processes), and a

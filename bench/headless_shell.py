@@ -18,12 +18,12 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _alternating import children_cpu, medians_from_command_line, print_two_settings  # noqa: E402
-from tests.support.lab_driver import FULL_CHROMIUM, HEADLESS_SHELL  # noqa: E402
+from _alternating import children_cpu, medians_from_command_line, print_two_settings
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from tests.support.lab_driver import FULL_CHROMIUM, HEADLESS_SHELL  # noqa: E402
+
 BINARIES = {"chromium": FULL_CHROMIUM, "headless-shell": HEADLESS_SHELL}
 
 
