@@ -71,13 +71,13 @@ def report(since: float) -> str:
     if units:
         slowest = units[:SLOWEST_UNITS]
         lines.append(f"the {len(slowest)} slowest test units (wall clock summed over their "
-                     "tests; CPU of the test and the children it waited for):")
+                     "tests; CPU of the test and of the processes it started):")
         lines += [f"  {seconds:7.1f} s  {cpu:7.1f} s CPU  {unit} ({tests} tests)"
                   for seconds, unit, tests, cpu in slowest]
         shares = layer_shares(units)
         total_cpu = sum(cpu for _, cpu in shares) or 1.0
-        lines.append(f"CPU by layer ({total_cpu / 60:.1f} min measured; Chromium's where it "
-                     "ended inside the unit):")
+        lines.append(f"CPU by layer ({total_cpu / 60:.1f} min measured; Chromium's "
+                     "renderers read before each browser closed):")
         lines += [f"  {cpu:7.1f} s  {100 * cpu / total_cpu:3.0f} %  {layer}"
                   for layer, cpu in shares]
     return "\n".join(lines)

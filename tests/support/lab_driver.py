@@ -388,8 +388,12 @@ def launch_chromium(playwright, executable: str | None = None, **kwargs):
 @contextlib.contextmanager
 def chromium_for_tests():
     """Headless Chromium for a pytest fixture (``with chromium_for_tests() as browser``); a
-    missing binary or Playwright fails the test with how to get it."""
+    missing binary or Playwright fails the test with how to get it.  Before it closes, the CPU
+    its renderers used is counted for the test times (unwaited_cpu.py: nothing reaps them into
+    this process's accounting)."""
     import pytest
+
+    from tests.support import unwaited_cpu
 
     executable = chromium_executable()
     if not Path(executable).is_file():
@@ -407,6 +411,7 @@ def chromium_for_tests():
         try:
             yield browser
         finally:
+            unwaited_cpu.add_zygotes_of(os.getpid())
             browser.close()
     finally:
         playwright.stop()

@@ -9,10 +9,10 @@ unit's wall clock and CPU and at the end writes one line per unit to build/test_
 (seconds, unit, tests, CPU seconds), slowest first.  ``scripts/stage_times.py report`` prints the
 ten slowest after the stages, so each run of `make test` says which units to look at first.
 
-A child's CPU counts only once it has been waited for: Chromium, started by Playwright's driver,
-counts where its processes end inside a test's measure (the JupyterLab tests' browser, closed
-with the last test of tests/browser/); the JupyterLite tests' did not count in the runs of
-2026-11-29 (its time shows in the unit's wall clock).
+A child's CPU counts only once it has been waited for; the fork server's children (which it
+waits for, not us) and Chromium's renderers and GPU process (which nothing we wait for reaps:
+unwaited_cpu.py, read when the browser closes, with the last test of tests/lite/ and of
+tests/browser/) are added.
 """
 from __future__ import annotations
 
@@ -27,12 +27,14 @@ LOG = Path(__file__).resolve().parents[2] / "build" / "test_units.tsv"
 
 
 def cpu_seconds_so_far() -> float:
-    """User and system CPU of this process and of the children it has waited for."""
-    from tests.support.child_python import forked_cpu_seconds   # the fork server's children
+    """User and system CPU of this process and of the children it has waited for, with the
+    fork server's children and Chromium's renderers (which it never waits for)."""
+    from tests.support import unwaited_cpu
+    from tests.support.child_python import forked_cpu_seconds
     own, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF,
                                                           resource.RUSAGE_CHILDREN))
     return (own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-            + forked_cpu_seconds())
+            + forked_cpu_seconds() + unwaited_cpu.seconds())
 
 
 class UnitTimes:

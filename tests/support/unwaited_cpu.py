@@ -1,0 +1,68 @@
+"""CPU of the processes the tests start that nothing in the test process's tree waits for.
+
+`make test`'s unit times (unit_times.py) count each test's own CPU and that of the children it
+waited for (the kernel reaps a child's CPU into its parent's, and so on up).  Chromium's zygotes
+fork its renderers and its GPU process, and that CPU never comes up the tree: neither the
+zygotes nor their children are reaped by a process we wait for.  On the JupyterLite tests alone
+(2026-11-30, every process's CPU read from /proc twice a second) the renderers used 50.5 s and
+the GPU process 2.6 s, against 10.2 s for all that the test process waited for (itself,
+Playwright's driver, the browser's main process, the sites' servers); on the JupyterLab tests
+39.8 s of renderer against 34 s.  So the browser fixtures read the CPU of everything under
+Chromium's zygotes from /proc just before they close the browser (``add_zygotes_of``), and
+``seconds()`` is added to what the units count.
+"""
+from __future__ import annotations
+
+import os
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+_ADDED = [0.0]
+
+
+def _processes() -> dict:
+    """pid -> (parent pid, CPU seconds with its reaped children's, command line)."""
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{name}/cmdline", "rb") as cmdline:
+                command = cmdline.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:   # ended meanwhile
+            continue
+        ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))   # utime stime cutime cstime
+        found[int(name)] = (int(fields[1]), ticks / _TICKS, command)
+    return found
+
+
+def zygote_cpu_seconds(ancestor: int) -> float:
+    """The CPU so far of Chromium's zygotes under ``ancestor`` and of every process they forked
+    (renderers, the GPU process), with what they reaped."""
+    processes = _processes()
+    children = {}
+    for pid, (parent, _, _) in processes.items():
+        children.setdefault(parent, []).append(pid)
+
+    def under(pid):
+        for child in children.get(pid, ()):
+            yield child
+            yield from under(child)
+
+    zygotes = [pid for pid in under(ancestor) if "--type=zygote" in processes[pid][2]]
+    counted = set(zygotes) | {pid for zygote in zygotes for pid in under(zygote)}
+    return sum(processes[pid][1] for pid in counted)
+
+
+def add_zygotes_of(ancestor: int) -> float:
+    """Count the CPU of Chromium's zygotes under ``ancestor`` (call it just before the browser
+    closes); returns it."""
+    seconds = zygote_cpu_seconds(ancestor) if os.path.isdir("/proc") else 0.0
+    _ADDED[0] += seconds
+    return seconds
+
+
+def seconds() -> float:
+    """What ``add_zygotes_of`` counted in this process so far."""
+    return _ADDED[0]
