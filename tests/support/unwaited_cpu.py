@@ -1,15 +1,15 @@
 """CPU of the processes the tests start that nothing in the test process's tree waits for.
 
 `make test`'s unit times (unit_times.py) count each test's own CPU and that of the children it
-waited for (the kernel reaps a child's CPU into its parent's, and so on up).  Chromium's zygotes
-fork its renderers and its GPU process, and that CPU never comes up the tree: neither the
-zygotes nor their children are reaped by a process we wait for.  On the JupyterLite tests alone
-(2026-11-30, every process's CPU read from /proc twice a second) the renderers used 50.5 s and
-the GPU process 2.6 s, against 10.2 s for all that the test process waited for (itself,
-Playwright's driver, the browser's main process, the sites' servers); on the JupyterLab tests
-39.8 s of renderer against 34 s.  So the browser fixtures read the CPU of everything under
-Chromium's zygotes from /proc just before they close the browser (``add_zygotes_of``), and
-``seconds()`` is added to what the units count.
+waited for (the operating system adds a child's CPU to its parent's when the parent waits for
+it, and so on up).  Chromium's zygotes fork its renderers and its GPU process, and that CPU
+never comes up the tree: neither the zygotes nor their children are reaped by a process we wait
+for.  On the JupyterLite tests alone (2026-11-30, every process's CPU read from /proc twice a
+second) the renderers used 50.5 s and the GPU process 2.6 s, against 10.2 s for all that the
+test process waited for (itself, Playwright's driver, the browser's main process, the sites'
+servers); on the JupyterLab tests 39.8 s of renderer against 34 s.  So the browser fixtures
+read the CPU of everything under Chromium's zygotes from /proc just before they close the
+browser (``add_zygotes_of``), and ``seconds()`` is added to what the units count.
 """
 from __future__ import annotations
 
