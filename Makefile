@@ -112,7 +112,8 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
 	@echo "Starting JupyterLab on notebooks/: open the http://127.0.0.1:... URL it prints below."
 	@$(BIN)/jupyter trust notebooks/*.ipynb > /dev/null
-	@# The environment's bin/ on PATH: `%tensorboard` starts the `tensorboard` command from it.
+	@# The environment's bin/ on PATH: the lab's server settings find the lab's TensorBoard
+	@# (ipu-lab-tensorboard, which `%tensorboard` starts) there, and kernels the lab's commands.
 	PATH="$(abspath $(BIN)):$$PATH" $(LAB_SERVER_CONFIG) $(BIN)/jupyter lab --notebook-dir=notebooks $(ALLOW_ROOT)
 
 # The bundled data sample keeps test runs offline and reproducible.  The notebooks run with

@@ -82,8 +82,9 @@ GO_WRONG = ("from ipu_emulator.exercises import REGISTRY, nb10_schedules\n"
             "for answer in REGISTRY['10.chunks-per-ipu'].wrong[:3]:\n"
             "    print(nb10_schedules.check_chunks_per_ipu(answer))")
 # What `%tensorboard` would start and where its frame would point (docs/tensorboard.md): the
-# hub puts the lab's bin/ on PATH, and the lab's server settings the frame's proxy path.
-WHICH_TENSORBOARD = ("import os, shutil\nprint('TENSORBOARD', shutil.which('tensorboard'), "
+# lab's server settings name the lab's TensorBoard (found on the PATH the hub gives the server,
+# the lab's bin/ first) and the frame's proxy path.
+WHICH_TENSORBOARD = ("import os\nprint('TENSORBOARD', os.environ.get('TENSORBOARD_BINARY'), "
                      "os.environ.get('TENSORBOARD_PROXY_URL'))")
 # Then a TensorBoard started as `%tensorboard` starts it, fetched from the hub's public URL at
 # the path its frame would use (through the hub's proxy, the learner's server and its
@@ -100,6 +101,8 @@ try:
         headers={{"Authorization": "token " + os.environ["JUPYTERHUB_API_TOKEN"]}})
     with urllib.request.urlopen(request, timeout=60) as answer:
         print("TENSORBOARD_PROXIED", answer.status, json.load(answer)["data_location"] == logs)
+    with open(f"/proc/{{started.info.pid}}/maps") as mapped:
+        print("TENSORBOARD_WITHOUT_TENSORFLOW", "libtensorflow" not in mapped.read())
 finally:
     os.kill(started.info.pid, signal.SIGTERM)
 """

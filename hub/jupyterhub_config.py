@@ -168,9 +168,10 @@ c.Spawner.default_url = "/lab/tree/notebooks/README.md"
 # Each exercise check the learner runs is noted in their home (ipu_emulator.exercises.progress),
 # where `make progress` reads it for the instructor.  Beside the notebooks, so it survives a
 # kernel, server or hub restart; a dot-folder, so it stays out of the learner's file browser.
-# The lab's bin/ first on PATH, as `make lab` does: `%tensorboard` starts the `tensorboard`
-# command from it (docs/tensorboard.md).  The lab's server settings (kernel culling,
-# TensorBoard through the server's proxy) are make lab's: jupyter/jupyter_server_config.py.
+# The lab's bin/ first on PATH, as `make lab` does: the lab's server settings find the lab's
+# TensorBoard there, which `%tensorboard` starts (docs/tensorboard.md).  The lab's server
+# settings (kernel culling, TensorBoard through the server's proxy) are make lab's:
+# jupyter/jupyter_server_config.py.
 c.Spawner.environment = {
     "JUPYTER_CONFIG_PATH": os.path.join(REPO, "jupyter"),
     "IPU_LAB_PROGRESS_FILE": lambda spawner: os.path.join(spawner.home_dir, ".ipu-lab", "progress.jsonl"),
