@@ -48,13 +48,15 @@ def fetch(url, attempts=30):
             time.sleep(1)
 
 
-def process_environment(*endings):
+def process_environment(group, *endings):
     """The environment of a process whose command line has an argument ending in one of
-    ``endings``; or None."""
+    ``endings``, in process group ``group`` (make lab's) unless that is None; or None."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
+            if group is not None and os.getpgid(int(entry.name)) != group:
+                continue
             command = (entry / "cmdline").read_bytes().split(b"\0")
             if not any(part.endswith(endings) for part in command):
                 continue
@@ -75,7 +77,7 @@ def kernel_environment(base, token):
         kernel = json.loads(response.read())["id"]
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        found = process_environment(f"kernel-{kernel}.json".encode())
+        found = process_environment(None, f"kernel-{kernel}.json".encode())
         if found:
             return found
         time.sleep(0.5)
@@ -111,10 +113,13 @@ def test_make_lab_starts_the_lab_and_prints_its_url(tmp_path, monkeypatch):
         assert "Running as root is not recommended" not in printed
         status, page = fetch(url)
         assert status == 200 and "<title>JupyterLab</title>" in page, (status, page[:500])
-        # `%tensorboard` in its kernels runs the lab's TensorBoard, found on the server's PATH
-        # (the environment's bin/ comes first), and its frame asks the server for
-        # /proxy/<port>/, so it works wherever the browser is.
+        # The environment's bin/ comes first on the server's PATH (the lab's commands for its
+        # kernels); `%tensorboard` in its kernels runs the lab's TensorBoard, found there, and
+        # its frame asks the server for /proxy/<port>/, so it works wherever the browser is.
+        server = process_environment(process.pid, b"jupyter", b"jupyter-lab")
+        assert server, "no Jupyter server in make lab's process group"
         venv = ROOT / os.environ.get("VENV", ".venv")  # the Makefile's VENV
+        assert Path(server["PATH"].split(os.pathsep)[0]).resolve() == (venv / "bin").resolve()
         base, token = url.split("/lab?token=")
         kernel = kernel_environment(base, token)
         assert kernel["TENSORBOARD_PROXY_URL"] == "/proxy/%PORT%/"
