@@ -55,12 +55,11 @@ def zygote_cpu_seconds(ancestor: int) -> float:
     return sum(processes[pid][1] for pid in counted)
 
 
-def add_zygotes_of(ancestor: int) -> float:
+def add_zygotes_of(ancestor: int) -> None:
     """Count the CPU of Chromium's zygotes under ``ancestor`` (call it just before the browser
-    closes); returns it."""
-    seconds = zygote_cpu_seconds(ancestor) if os.path.isdir("/proc") else 0.0
-    _ADDED[0] += seconds
-    return seconds
+    closes)."""
+    if os.path.isdir("/proc"):
+        _ADDED[0] += zygote_cpu_seconds(ancestor)
 
 
 def seconds() -> float:
