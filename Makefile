@@ -155,7 +155,7 @@ TEST_PATHS := $(PURE_MODULES) tests notebooks
 test: $(STAMP)
 	$(if $(BROWSER_TESTS),@$(STAGE) "Chromium (ensure_browser.sh)" -- bash scripts/ensure_browser.sh)
 	$(if $(strip $(BUILDS)),@bash scripts/ensure_npm.sh)
-	$(if $(strip $(BUILDS)),@$(STAGE) "builds: make -j$(BUILD_JOBS) $(strip $(BUILDS))" -- $(MAKE) --no-print-directory -j$(BUILD_JOBS) $(BUILDS))
+	$(if $(strip $(BUILDS)),@$(STAGE) "builds: make -j$(BUILD_JOBS) $(strip $(BUILDS))" -- $(MAKE) --no-print-directory -j$(BUILD_JOBS) COMPILE_JOBS=1 $(BUILDS))
 	@$(STAGE) "import layers (lint-imports)" -- $(BIN)/lint-imports --no-cache
 	@status=0; PYTHONDONTWRITEBYTECODE= IPU_EMULATOR_DATA=sample IPU_LAB_SOLUTIONS=1 MPLBACKEND=Agg \
 		IPU_LAB_LITE_SITE=$(LITE_OUT) $(STAGE) "tests (pytest, $(TEST_WORKERS) workers)" -- \

@@ -46,6 +46,15 @@ class WeightsCompared:
         return self.shapes_match and self.distance <= TOLERANCE
 
 
+def _length(vector: np.ndarray) -> float:
+    """The Euclidean length of ``vector``, summed by NumPy itself rather than by its BLAS:
+    ``np.linalg.norm`` of a long vector is a BLAS dot product, which wakes OpenBLAS's worker
+    threads, and they spin after each call while the check goes on building graphs (thirty
+    correct pipelines judged took 16.3 s of CPU with the spinning, 11.8 s without it;
+    bench/blas_spin.py).  A learner's kernel on a shared hub pays that CPU too."""
+    return float(np.sqrt(np.sum(np.square(vector))))
+
+
 def _flat(values):
     return np.concatenate([np.ravel(np.asarray(v, dtype=np.float64)) for v in values]) \
         if values else np.zeros(0)
@@ -62,12 +71,12 @@ def compare_weights(learner: WeightWatch, reference: WeightWatch) -> Optional[We
         return WeightsCompared(False, moved, float("nan"), float("inf"))
     learner_change = _flat([final - start for start, final in mine])
     reference_change = _flat([final - start for start, final in theirs])
-    reference_size = float(np.linalg.norm(reference_change)) or 1.0
+    reference_size = _length(reference_change) or 1.0
     return WeightsCompared(
         shapes_match=True,
         moved=bool(np.any(learner_change != 0)),
-        scale=float(np.linalg.norm(learner_change)) / reference_size,
-        distance=float(np.linalg.norm(learner_change - reference_change)) / reference_size)
+        scale=_length(learner_change) / reference_size,
+        distance=_length(learner_change - reference_change) / reference_size)
 
 
 def _weights(watch: WeightWatch):

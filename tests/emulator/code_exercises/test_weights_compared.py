@@ -1,0 +1,78 @@
+"""Comparing the learner's weights with the reference's measures the right lengths, and wakes
+none of NumPy's BLAS threads: ``np.linalg.norm`` of a long vector is a BLAS dot product, after
+which OpenBLAS's worker threads spin before they sleep, and that spinning had been a quarter
+of a check's CPU (bench/blas_spin.py).  One forked child, about 0.3 s of CPU."""
+import json
+
+import numpy as np
+
+from ipu_emulator.code_exercises import reference
+from ipu_emulator.code_exercises.weights import WeightWatch
+from tests.support.child_python import run_code
+
+
+def watch(start, final):
+    watched = WeightWatch()
+    watched.start, watched.final = list(start), list(final)
+    return watched
+
+
+def test_the_comparison_measures_the_update_against_the_references():
+    rng = np.random.default_rng(3)
+    start = [rng.standard_normal((784, 256)), rng.standard_normal(256)]
+    theirs = [w + 0.01 * rng.standard_normal(w.shape) for w in start]
+    # Twice the reference's update, in the same direction: scale 2, distance 1.
+    mine = [s + 2 * (t - s) for s, t in zip(start, theirs)]
+    compared = reference.compare_weights(watch(start, mine), watch(start, theirs))
+    assert compared.shapes_match and compared.moved
+    assert np.isclose(compared.scale, 2.0, rtol=1e-9)
+    assert np.isclose(compared.distance, 1.0, rtol=1e-9)
+    assert not compared.same
+    assert reference.compare_weights(watch(start, theirs), watch(start, theirs)).same
+
+
+# Each length computed 20 times, a pause after each as a check's other work would leave; the
+# CPU every thread but the main one spent meanwhile (OpenBLAS's workers: a forked child has no
+# other thread until BLAS starts them).
+PROBE = r"""
+import json, os, time
+import numpy as np
+from ipu_emulator.code_exercises import reference
+from ipu_emulator.code_exercises.weights import WeightWatch
+
+def other_threads_cpu():
+    ticks = 0
+    for tid in os.listdir("/proc/self/task"):
+        if int(tid) != os.getpid():
+            with open(f"/proc/self/task/{tid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+rng = np.random.default_rng(0)
+start = [rng.standard_normal((784, 256)), rng.standard_normal((256, 128))]
+def watch(final):
+    watched = WeightWatch()
+    watched.start, watched.final = start, final
+    return watched
+mine = watch([w + 0.01 for w in start])
+theirs = watch([w + 0.02 for w in start])
+vector = np.concatenate([w.ravel() for w in start])
+
+def spent(compute):
+    before = other_threads_cpu()
+    for _ in range(20):
+        compute()
+        time.sleep(0.01)
+    return other_threads_cpu() - before
+
+print(json.dumps({"compare_weights": spent(lambda: reference.compare_weights(mine, theirs)),
+                  "np.linalg.norm": spent(lambda: np.linalg.norm(vector))}))
+"""
+
+
+def test_comparing_weights_wakes_no_blas_thread():
+    spent = json.loads(run_code(PROBE).check().stdout.splitlines()[-1])
+    assert spent["compare_weights"] <= 0.02, spent
+    # The probe sees BLAS's threads where they run (on two cores or more, as here).
+    assert spent["np.linalg.norm"] > 0.05, spent
