@@ -20,13 +20,13 @@ HUB_CHP_VERSION ?= ~4.6.3
 HUB_STAMP := $(HUB_VENV)/.installed-stamp
 HUB_PROXY := $(HUB_NODE)/node_modules/.bin/configurable-http-proxy
 HUB_IP ?= 127.0.0.1
+HUB_PORT ?= 8000
 # compileall's worker processes for the bytecode below: 0, one per core, when the target runs
 # alone (`make hub`); `make test` builds it beside the site and the hub's venv and passes 1,
 # since one process compiles the same files with about a quarter less CPU than a pool of two
 # (15.0 s against 20.4 s for the lab's, timed alone on a fresh clone) and the other jobs keep
 # the second core busy.
 COMPILE_JOBS ?= 0
-HUB_PORT ?= 8000
 
 .PHONY: hub hub-tools progress
 # $(call purelib,VENV): the shell's expansion of VENV's site-packages folder, at recipe time.
