@@ -308,6 +308,22 @@ def sample_digits(count: int):
     return images.copy(), labels.copy()
 
 
+def fed_digits_dataset(count: int, flatten: bool = False):
+    """A dataset of the first ``count`` digits (``sample_digits``; images flattened to 784
+    values with ``flatten``) read from placeholders, and the feed that fills them: pass it to
+    the infeed's initializer.  Embedded as constants, the digits (6.4 MB of them for notebook
+    09's 2,048) would be copied into the graph, its serialized form and the session's own copy
+    at every check, about 65 ms of CPU each time, much of it the kernel handing out fresh pages
+    (bench/embedded_data.py)."""
+    images, labels = sample_digits(count)
+    if flatten:
+        images = images.reshape(-1, 784)
+    images_in = tf.compat.v1.placeholder(tf.float32, images.shape, name="sample_images")
+    labels_in = tf.compat.v1.placeholder(tf.int32, labels.shape, name="sample_labels")
+    dataset = tf.data.Dataset.from_tensor_slices((images_in, labels_in))
+    return dataset, {images_in: images, labels_in: labels}
+
+
 @functools.lru_cache(maxsize=8)
 def _first_digits(count: int):
     """Kept per count: reading the sample decompresses all its 24,000 digits (75 ms, more than

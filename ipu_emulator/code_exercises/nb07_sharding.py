@@ -17,8 +17,8 @@ import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
-from ipu_emulator.code_exercises import (as_a_fresh_script, compiled_program, optimizer_state,
-                                         sample_digits)
+from ipu_emulator.code_exercises import (as_a_fresh_script, compiled_program,
+                                         fed_digits_dataset, optimizer_state)
 from ipu_emulator.code_exercises.harness import Exercise, Probe, Rule, changed, check_of
 from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, TOLERANCE, Facts,
                                                    scaled_update, weights_problem)
@@ -145,8 +145,7 @@ def run_step(step) -> _Ran:
     system the learner configured, if any, is configured again afterwards."""
     weights = WeightWatch()
     with as_a_fresh_script(SDK_HINTS, watch=weights) as graph:
-        dataset = tf.data.Dataset.from_tensor_slices(
-            sample_digits(BATCH_SIZE * MINI_BATCHES))
+        dataset, digits = fed_digits_dataset(BATCH_SIZE * MINI_BATCHES)
         infeed = ipu_infeed_queue.IPUInfeedQueue(
             dataset.repeat().batch(BATCH_SIZE, drop_remainder=True))
         learning_rate = tf.compat.v1.placeholder(np.float32, [])
@@ -160,7 +159,7 @@ def run_step(step) -> _Ran:
         devices.configure_ipu_system()
         with tf.compat.v1.Session(graph=graph) as session:
             session.run(tf.compat.v1.global_variables_initializer())
-            session.run(infeed.initializer)
+            session.run(infeed.initializer, digits)
             with record.capture() as runs:
                 session.run(train, {learning_rate: 0.01})
             weights.read(session)

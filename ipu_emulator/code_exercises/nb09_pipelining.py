@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from ipu_emulator import record
 from ipu_emulator.code_exercises import (as_a_fresh_script, compiled_program,
-                                         forward_ops_by_stage, sample_digits)
+                                         fed_digits_dataset, forward_ops_by_stage)
 from ipu_emulator.code_exercises.harness import Exercise, Probe, Rule, changed, check_of
 from ipu_emulator.code_exercises.reference import (NEVER_RUN_UPDATE, TOLERANCE, Facts,
                                                    matched_variant, optimizer_kinds, same_values,
@@ -227,8 +227,8 @@ def run_model(model) -> _Ran:
     any, is configured again afterwards."""
     weights = WeightWatch()
     with as_a_fresh_script(SDK_HINTS, watch=weights) as graph:
-        dataset = tf.data.Dataset.from_tensor_slices(
-            sample_digits(BATCH_SIZE * GRADIENT_ACCUMULATION_COUNT * REPEAT_COUNT))
+        dataset, digits = fed_digits_dataset(
+            BATCH_SIZE * GRADIENT_ACCUMULATION_COUNT * REPEAT_COUNT)
         infeed = ipu_infeed_queue.IPUInfeedQueue(
             dataset.repeat().batch(BATCH_SIZE, drop_remainder=True))
         outfeed = ipu_outfeed_queue.IPUOutfeedQueue()
@@ -246,7 +246,7 @@ def run_model(model) -> _Ran:
         losses = []
         with tf.compat.v1.Session(graph=graph) as session:
             session.run(tf.compat.v1.global_variables_initializer())
-            session.run(infeed.initializer)
+            session.run(infeed.initializer, digits)
             with record.capture() as runs:
                 for _ in range(RUNS):
                     session.run(train, {learning_rate: 0.01})

@@ -26,7 +26,7 @@ import tensorflow as tf
 
 from ipu_emulator import record
 from ipu_emulator.code_exercises import (as_a_fresh_script, compiled_program,
-                                         forward_ops_by_stage, sample_digits)
+                                         fed_digits_dataset, forward_ops_by_stage)
 from ipu_emulator.code_exercises.harness import Exercise, Probe, Rule, changed, check_of
 from ipu_emulator.code_exercises.reference import (TOLERANCE, Facts, same_values, scaled_update,
                                                    weights_problem)
@@ -248,8 +248,7 @@ def run_pipeline(pipeline_for_splits, splits: Sequence[str]) -> _Ran:
     weights = WeightWatch()
     hints = dict(SDK_HINTS)   # the shape error's hint is worked out when it is met
     with as_a_fresh_script(hints, watch=weights) as graph:
-        dataset = tf.data.Dataset.from_tensor_slices(
-            sample_digits(BATCH_SIZE * GRADIENT_ACCUMULATION_COUNT))
+        dataset, digits = fed_digits_dataset(BATCH_SIZE * GRADIENT_ACCUMULATION_COUNT)
         infeed = ipu_infeed_queue.IPUInfeedQueue(
             dataset.repeat().batch(BATCH_SIZE, drop_remainder=True))
         outfeed = ipu_outfeed_queue.IPUOutfeedQueue()
@@ -271,7 +270,7 @@ def run_pipeline(pipeline_for_splits, splits: Sequence[str]) -> _Ran:
         devices.configure_ipu_system()
         with tf.compat.v1.Session(graph=graph) as session:
             session.run(tf.compat.v1.global_variables_initializer())
-            session.run(infeed.initializer)
+            session.run(infeed.initializer, digits)
             with record.capture() as runs:
                 session.run(train, {learning_rate: 0.01})
             outfed = session.run(dequeue)

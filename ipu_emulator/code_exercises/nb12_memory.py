@@ -26,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from ipu_emulator import record
-from ipu_emulator.code_exercises import as_a_fresh_script, sample_digits
+from ipu_emulator.code_exercises import as_a_fresh_script, fed_digits_dataset
 from ipu_emulator.code_exercises.harness import Exercise, Probe, Rule, changed, check_of
 from ipu_emulator.code_exercises.reference import (TOLERANCE, Facts, optimizer_kinds,
                                                    same_values, scaled_update, weights_problem)
@@ -157,9 +157,8 @@ def run_program(configure_ipus, pipelined_model) -> MemoryRun:
     weights = WeightWatch()
     with as_a_fresh_script(SDK_HINTS, seed=1, watch=weights) as graph:
         configure_ipus()
-        images, labels = sample_digits(
-            BATCH_SIZE * GRADIENT_ACCUMULATION_COUNT * REPEAT_COUNT)
-        dataset = tf.data.Dataset.from_tensor_slices((images.reshape(-1, 784), labels))
+        dataset, digits = fed_digits_dataset(
+            BATCH_SIZE * GRADIENT_ACCUMULATION_COUNT * REPEAT_COUNT, flatten=True)
         infeed = ipu_infeed_queue.IPUInfeedQueue(
             dataset.repeat().batch(BATCH_SIZE, drop_remainder=True))
         outfeed = ipu_outfeed_queue.IPUOutfeedQueue()
@@ -169,7 +168,7 @@ def run_program(configure_ipus, pipelined_model) -> MemoryRun:
         losses = []
         with tf.compat.v1.Session(graph=graph) as session:
             session.run(tf.compat.v1.global_variables_initializer())
-            session.run(infeed.initializer)
+            session.run(infeed.initializer, digits)
             with record.capture() as runs:
                 for _ in range(RUNS):
                     session.run(train)

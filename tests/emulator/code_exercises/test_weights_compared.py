@@ -1,12 +1,16 @@
-"""Comparing the learner's weights with the reference's measures the right lengths, and wakes
-none of NumPy's BLAS threads: ``np.linalg.norm`` of a long vector is a BLAS dot product, after
-which OpenBLAS's worker threads spin before they sleep, and that spinning had been a quarter
-of a check's CPU (bench/blas_spin.py).  One forked child, about 0.3 s of CPU."""
+"""What a check spends beside the learner's program: comparing the learner's weights with the
+reference's measures the right lengths and wakes none of NumPy's BLAS threads
+(``np.linalg.norm`` of a long vector is a BLAS dot product, after which OpenBLAS's worker
+threads spin before they sleep: a quarter of a check's CPU, bench/blas_spin.py; one forked
+child, about 0.3 s of CPU), and the digits a check trains on are fed, not embedded in its
+graph (about 1 s of CPU)."""
 import json
 
 import numpy as np
+import pytest
+import tensorflow as tf
 
-from ipu_emulator.code_exercises import reference
+from ipu_emulator.code_exercises import nb09_pipelining, nb12_memory, reference
 from ipu_emulator.code_exercises.weights import WeightWatch
 from tests.support.child_python import run_code
 
@@ -76,3 +80,29 @@ def test_comparing_weights_wakes_no_blas_thread():
     assert spent["compare_weights"] <= 0.02, spent
     # The probe sees BLAS's threads where they run (on two cores or more, as here).
     assert spent["np.linalg.norm"] > 0.05, spent
+
+
+def largest_constant_bytes(graph) -> int:
+    """The size of the largest constant tensor ``graph`` holds."""
+    sizes = [0]
+    for op in graph.get_operations():
+        if op.type == "Const":
+            proto = op.get_attr("value")
+            count = int(np.prod([d.size for d in proto.tensor_shape.dim]))
+            sizes.append(count * np.dtype(tf.as_dtype(proto.dtype).as_numpy_dtype).itemsize)
+    return max(sizes)
+
+
+@pytest.mark.parametrize("run", ["09", "12"])
+def test_a_checks_graph_reads_the_digits_from_its_feed_not_from_constants(run):
+    """The digits a check trains on (6.4 MB for notebooks 09 and 12) are fed to the infeed's
+    initializer: embedded, each check copied them into the graph, its serialized form and the
+    session (about 65 ms of CPU a check, bench/embedded_data.py).  The largest constant left
+    is a weight matrix's start (784 x 256 float32: 0.8 MB).  About 1 s of CPU."""
+    ran = (nb09_pipelining.run_model(nb09_pipelining.solution) if run == "09" else
+           nb12_memory.run_program(nb12_memory.solution_configure_ipus,
+                                   nb12_memory.solution_pipelined_model))
+    digits = 2048 * 784 * 4
+    losses = [np.ravel(loss) for loss in ran.losses]   # it trained on them
+    assert losses and np.isfinite(np.concatenate(losses)).all()
+    assert largest_constant_bytes(ran.weights.variables[0].graph) == 784 * 256 * 4 < digits
