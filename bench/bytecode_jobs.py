@@ -3,10 +3,10 @@ environments' bytecode compiled by one compileall process (COMPILE_JOBS=1, what 
 passes) or by a pool of one process per core (COMPILE_JOBS=0, `make hub`'s default), side by
 side: wall clock and CPU (make and everything it waited for), medians over alternating rounds.
 
-Before each run the builds' outputs (build/) and the lab environment's bytecode are removed,
-so each run builds the site, the bare site, the hub's venv and proxy and compiles the lab's
-bytecode anew, as the first `make test` of a fresh clone does (packages come from uv's and
-npm's caches).  It rewrites this checkout's build/ and .venv's __pycache__ folders; `make env`
+Before each run the builds' outputs (their folders in build/) and the lab environment's
+bytecode are removed, so each run builds the site, the bare site, the hub's venv and proxy and
+compiles the lab's bytecode anew, as the first `make test` of a fresh clone does (packages come
+from uv's and npm's caches).  The hub's state and the learners' homes in build/ stay.  `make env`
 must have run.  Usage:  python bench/bytecode_jobs.py [--rounds R]   (about a minute a round)
 """
 import shutil
@@ -21,9 +21,17 @@ ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".venv"
 
 
+# What the builds stage makes in build/ (the site, the bare site and their tools and downloads,
+# the hub's venvs and proxy); never the hub's state and the learners' homes, nor other logs.
+BUILT = ["lite", "lite-bare", "lite-venv", "lite-work", "hub-venv", "hub-singleuser-venv",
+         "hub-node"]
+
+
 def as_on_a_fresh_clone():
-    """Remove what the builds stage makes: build/ and the lab environment's bytecode."""
-    shutil.rmtree(ROOT / "build", ignore_errors=True)
+    """Remove what the builds stage makes: its folders in build/ and the lab environment's
+    bytecode."""
+    for folder in BUILT:
+        shutil.rmtree(ROOT / "build" / folder, ignore_errors=True)
     (VENV / ".bytecode-stamp").unlink(missing_ok=True)
     for cache in list(VENV.rglob("__pycache__")):
         shutil.rmtree(cache, ignore_errors=True)
