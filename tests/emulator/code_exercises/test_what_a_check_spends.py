@@ -84,13 +84,9 @@ def test_comparing_weights_wakes_no_blas_thread():
 
 def largest_constant_bytes(graph) -> int:
     """The size of the largest constant tensor ``graph`` holds."""
-    sizes = [0]
-    for op in graph.get_operations():
-        if op.type == "Const":
-            proto = op.get_attr("value")
-            count = int(np.prod([d.size for d in proto.tensor_shape.dim]))
-            sizes.append(count * np.dtype(tf.as_dtype(proto.dtype).as_numpy_dtype).itemsize)
-    return max(sizes)
+    values = [op.get_attr("value") for op in graph.get_operations() if op.type == "Const"]
+    return max((tf.TensorShape(value.tensor_shape).num_elements() * tf.as_dtype(value.dtype).size
+                for value in values), default=0)
 
 
 @pytest.mark.parametrize("run", ["09", "12"])
