@@ -34,12 +34,12 @@ purelib = $$($(1)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["
 HUB_HOMES ?= $(or $(IPU_HUB_HOMES),build/hub-homes)
 
 $(HUB_STAMP): hub/requirements-hub.txt $(if $(filter 0,$(LOCKED)),,locks/hub.txt) $(STAMP)
-	@test -x $(HUB_VENV)/bin/python || $(PYTHON) -m venv $(HUB_VENV)
-	$(call install,$(HUB_VENV),-r hub/requirements-hub.txt $(call locked,hub))
+	@$(call tool_venv,$(HUB_VENV))
+	$(call tool_install,$(HUB_VENV),-r hub/requirements-hub.txt $(call locked,hub))
 	@test -x $(HUB_USER_VENV)/bin/python || $(BIN)/python -m venv --without-pip $(HUB_USER_VENV)
 	@echo "import site; site.addsitedir('$(call purelib,$(VENV))')" \
 		> $(call purelib,$(HUB_USER_VENV))/zz_lab_venv.pth
-	$(if $(filter 0,$(USE_UV)),$(HUB_VENV)/bin/python -m pip --python $(HUB_USER_VENV)/bin/python install,$(HUB_VENV)/bin/uv pip install --python $(HUB_USER_VENV)/bin/python) \
+	$(if $(filter 0,$(USE_UV)),$(HUB_VENV)/bin/python -m pip --python $(HUB_USER_VENV)/bin/python install,$(BIN)/uv pip install --python $(HUB_USER_VENV)/bin/python) \
 		--quiet --no-deps $$($(HUB_VENV)/bin/python hub/overlay_requirements.py $(call purelib,$(VENV)))
 	-@$(BIN)/python -m compileall -q -j $(COMPILE_JOBS) $(HUB_USER_VENV)/lib > /dev/null
 	@touch $(HUB_STAMP)

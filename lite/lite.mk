@@ -19,8 +19,8 @@ LITE_STAMP := $(LITE_VENV)/.installed-stamp
 .PHONY: lite serve-lite test-lite
 
 $(LITE_STAMP): lite/requirements-lite.txt
-	@test -x $(LITE_VENV)/bin/python || $(PYTHON) -m venv $(LITE_VENV)
-	$(call install,$(LITE_VENV),-r lite/requirements-lite.txt)
+	@$(call tool_venv,$(LITE_VENV))
+	$(call tool_install,$(LITE_VENV),-r lite/requirements-lite.txt)
 	@touch $(LITE_STAMP)
 
 lite: $(LITE_STAMP)
