@@ -116,9 +116,13 @@ def pytest_runtest_makereport(item, call):
         for key in ("peak_bytes", "private_peak_bytes"):
             usage[key] = max(usage[key], record[key])
         usage["tensorflow"] = usage["tensorflow"] or record["tensorflow"]
-        # TensorFlow's x86 CPU kernels, as the kernel's environment chose them (checked
-        # against the notebook's assigned path by tests/support/kernel_paths.py)
-        usage["kernels"] = "Eigen" if record.get("onednn_setting") == "0" else "oneDNN"
+        # TensorFlow's x86 CPU kernels, as TensorFlow says it runs them (else as the kernel's
+        # environment chose them), checked against the notebook's assigned path by
+        # tests/support/kernel_paths.py
+        enabled = record.get("onednn_enabled")
+        if enabled is None:
+            enabled = record.get("onednn_setting") != "0"
+        usage["kernels"] = "oneDNN" if enabled else "Eigen"
     limit = (KERNEL_LIMITS.get(notebook, TENSORFLOW_KERNEL_LIMIT) if usage["tensorflow"]
              else PLAIN_KERNEL_LIMIT)
     if usage["private_peak_bytes"] > limit:

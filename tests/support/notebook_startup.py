@@ -142,14 +142,26 @@ def _install_resource_log(log_and_shell=_log_and_shell):
                         return int(line.split()[1]) * 1024
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB, elsewhere
 
+    def onednn_enabled():
+        if "tensorflow" not in sys.modules:
+            return None
+        try:
+            from tensorflow.python.util import _pywrap_util_port
+            return bool(_pywrap_util_port.IsMklEnabled())
+        except Exception:  # another TensorFlow's layout: the setting alone tells
+            return None
+
     def log_peak():
         if os.path.exists("/proc/self/status"):
             private["peak_bytes"] = max(private["peak_bytes"], private_bytes())
         record = {"pid": os.getpid(), "peak_bytes": peak_rss_bytes(),
                   "private_peak_bytes": private["peak_bytes"],
                   "tensorflow": "tensorflow" in sys.modules,
-                  # which CPU kernels TensorFlow takes here (tests/support/kernel_paths.py)
-                  "onednn_setting": os.environ.get("TF_ENABLE_ONEDNN_OPTS")}
+                  # which CPU kernels TensorFlow takes here (tests/support/kernel_paths.py):
+                  # the setting, and TensorFlow's own answer (what it made of the setting, and
+                  # of the CPU's features where there is none, as it loaded)
+                  "onednn_setting": os.environ.get("TF_ENABLE_ONEDNN_OPTS"),
+                  "onednn_enabled": onednn_enabled()}
         with open(log_path, "a", encoding="utf-8") as log:
             log.write(json.dumps(record) + "\n")
 
