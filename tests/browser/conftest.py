@@ -21,8 +21,8 @@ HERE = Path(__file__).parent
 DEFAULT_TIMEOUT_MS = 30_000
 
 
-# Its test reloads JupyterLab's page, after which the next module must load JupyterLab anew
-# (about 5 s of Chromium's CPU): its module runs after the others that share the page.
+# This module's test reloads JupyterLab's page, after which the next module must load JupyterLab
+# anew (about 5 s of Chromium's CPU): it runs after the other modules that share the page.
 RELOADS_THE_PAGE = "test_cell_edits.py"
 
 
