@@ -48,10 +48,12 @@ endef
 # A build tool's venv (the site's, the hub's) made while the lab's .venv has uv needs neither pip
 # nor uv of its own: `python -m venv --without-pip` (0.1 s of CPU against 2.2 s with ensurepip)
 # and the lab's uv fills it, where pip would first install uv into it (1.0 s more; 2026-11-30).
-# $(call tool_venv,VENV): the venv's creation; $(call tool_install,VENV,REQUIREMENTS): its install.
+# $(call tool_venv,VENV): the venv's creation; $(call tool_install,VENV,REQUIREMENTS): its install;
+# $(call tool_uv,VENV): the uv that installs for it (the lab's, else the one `install` put in it).
 TOOLS_BY_LAB_UV = $(and $(filter-out 0,$(USE_UV)),$(wildcard $(BIN)/uv))
 tool_venv = test -x $(1)/bin/python || $(PYTHON) -m venv $(if $(TOOLS_BY_LAB_UV),--without-pip) $(1)
-tool_install = $(if $(TOOLS_BY_LAB_UV),$(BIN)/uv pip install --quiet --python $(1)/bin/python $(2),$(call install,$(1),$(2)))
+tool_uv = $(if $(TOOLS_BY_LAB_UV),$(BIN)/uv,$(1)/bin/uv)
+tool_install = $(if $(TOOLS_BY_LAB_UV),$(call tool_uv,$(1)) pip install --quiet --python $(1)/bin/python $(2),$(call install,$(1),$(2)))
 
 # The versions a class gets: locks/ pins every package the lab (lab.txt), the hub (hub.txt) and
 # the image (image.txt) install, and each install takes its lock as constraints on the ranges

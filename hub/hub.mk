@@ -39,7 +39,7 @@ $(HUB_STAMP): hub/requirements-hub.txt $(if $(filter 0,$(LOCKED)),,locks/hub.txt
 	@test -x $(HUB_USER_VENV)/bin/python || $(BIN)/python -m venv --without-pip $(HUB_USER_VENV)
 	@echo "import site; site.addsitedir('$(call purelib,$(VENV))')" \
 		> $(call purelib,$(HUB_USER_VENV))/zz_lab_venv.pth
-	$(if $(filter 0,$(USE_UV)),$(HUB_VENV)/bin/python -m pip --python $(HUB_USER_VENV)/bin/python install,$(BIN)/uv pip install --python $(HUB_USER_VENV)/bin/python) \
+	$(if $(filter 0,$(USE_UV)),$(HUB_VENV)/bin/python -m pip --python $(HUB_USER_VENV)/bin/python install,$(call tool_uv,$(HUB_VENV)) pip install --python $(HUB_USER_VENV)/bin/python) \
 		--quiet --no-deps $$($(HUB_VENV)/bin/python hub/overlay_requirements.py $(call purelib,$(VENV)))
 	-@$(BIN)/python -m compileall -q -j $(COMPILE_JOBS) $(HUB_USER_VENV)/lib > /dev/null
 	@touch $(HUB_STAMP)

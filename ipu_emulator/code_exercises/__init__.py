@@ -348,5 +348,5 @@ __all__ = ["CODE_REGISTRY", "IpuGraph", "as_a_fresh_script", "compiled_program",
            "forward_ops_by_stage",
            "loop_arity_hint",
            "optimizer_state", "run_attempt",
-           "ProgramRun", "sample_digits", "CodeExercise", "LearnerCodeFailed", "code_exercise",
-           "learner_error", "not_yet"]
+           "ProgramRun", "sample_digits", "fed_digits_dataset", "CodeExercise",
+           "LearnerCodeFailed", "code_exercise", "learner_error", "not_yet"]
