@@ -96,6 +96,10 @@ def pytest_configure(config):
     # Each unit's time, for the stage report's ten slowest (tests/support/unit_times.py).
     from tests.support.unit_times import UnitTimes
     config.pluginmanager.register(UnitTimes(unit_of), "unit_times")
+    # glibc's malloc reuses what TensorFlow frees instead of faulting in fresh pages, in every
+    # process started from here on: the workers and all they start (tests/support/malloc_reuse.py).
+    from tests.support import malloc_reuse
+    malloc_reuse.apply()
 
 
 def pytest_collection_finish(session):
