@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.foreground_cpu import foreground
-from tests.support.lab_driver import VIEWPORT, chromium_for_tests, keep_failure_screenshot
+from tests.support.lab_driver import (chromium_for_tests, context_with_profile,
+                                      keep_failure_screenshot)
 from tests.support.lite_driver import (NUMBERS, NetworkLog, SiteServer, bare_site_dir, lite_build,
                                        lite_notebooks, site_dir)
 from tests.support.lite_report import NUMBERS_PROPERTY
@@ -102,15 +103,13 @@ def chromium():
 
 
 @pytest.fixture(scope="module")
-def context(chromium, origin):
-    """One browser context for the module, so its HTTP cache is cold for the first page and
-    warm afterwards, as for a learner; ``context.network`` records every request."""
-    ctx = chromium.new_context(viewport=VIEWPORT)
-    ctx.network = NetworkLog(ctx, origin)
-    try:
+def context(chromium, origin, tmp_path_factory):
+    """One browser context for the module with a profile of its own, as a learner's browser:
+    its HTTP cache, on disk, is cold for the first page and warm afterwards
+    (``lab_driver.context_with_profile``); ``context.network`` records every request."""
+    with context_with_profile(chromium, tmp_path_factory.mktemp("lite-profile")) as ctx:
+        ctx.network = NetworkLog(ctx, origin)
         yield ctx
-    finally:
-        ctx.close()
 
 
 @pytest.fixture(scope="module")

@@ -386,6 +386,27 @@ def launch_chromium(playwright, executable: str | None = None, **kwargs):
 
 
 @contextlib.contextmanager
+def context_with_profile(browser, profile: Path):
+    """A browser context with a profile of its own in ``profile`` (an empty folder: a cold
+    cache), as a learner's browser has one: its HTTP cache on disk.  The contexts
+    ``browser.new_context()`` makes are off the record: their cache lives in memory and keeps
+    no file above a few MB, so Pyodide's 9.6 MB of WebAssembly was fetched and compiled anew
+    at every kernel start, and a second visit to the site was measured downloading it again.
+    Playwright opens such a context in a Chromium of its own, launched like ``browser``; the
+    CPU of its renderers is counted before it closes (unwaited_cpu.py)."""
+    from tests.support import unwaited_cpu
+
+    context = browser.browser_type.launch_persistent_context(
+        str(profile), executable_path=chromium_executable(), headless=True,
+        chromium_sandbox=False, args=CHROMIUM_ARGS, viewport=VIEWPORT)
+    try:
+        yield context
+    finally:
+        unwaited_cpu.add_zygotes_of(unwaited_cpu.browser_with_profile(profile))
+        context.close()
+
+
+@contextlib.contextmanager
 def chromium_for_tests():
     """Headless Chromium for a pytest fixture (``with chromium_for_tests() as browser``); a
     missing binary or Playwright fails the test with how to get it.  Before it closes, the CPU

@@ -55,6 +55,14 @@ def zygote_cpu_seconds(ancestor: int) -> float:
     return sum(processes[pid][1] for pid in counted)
 
 
+def browser_with_profile(profile) -> int:
+    """The pid of the Chromium whose user profile is ``profile`` (its browser process, which
+    the zygotes hang under), or 0 when none runs."""
+    flag = f"--user-data-dir={profile}"
+    return next((pid for pid, (_, _, command) in _processes().items()
+                 if flag in command.split() and "--type=" not in command), 0)
+
+
 def add_zygotes_of(ancestor: int) -> None:
     """Count the CPU of Chromium's zygotes under ``ancestor`` (call it just before the browser
     closes)."""
