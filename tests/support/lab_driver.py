@@ -402,8 +402,14 @@ def context_with_profile(browser, profile: Path):
     try:
         yield context
     finally:
-        unwaited_cpu.add_zygotes_of(unwaited_cpu.browser_with_profile(profile))
+        browser_pid = unwaited_cpu.browser_with_profile(profile)
+        if browser_pid:
+            unwaited_cpu.add_zygotes_of(browser_pid)
         context.close()
+    # After the close, so that a failure leaves no browser behind; every run checks it.
+    assert browser_pid or not os.path.isdir("/proc"), (
+        f"no Chromium with --user-data-dir={profile} among the processes: its renderers' CPU "
+        f"went uncounted")
 
 
 @contextlib.contextmanager
