@@ -406,6 +406,8 @@ def context_with_profile(browser, profile: Path):
         if browser_pid:
             unwaited_cpu.add_zygotes_of(browser_pid)
         context.close()
+        if browser_pid:   # its zygotes leave our tree with it: counted once
+            unwaited_cpu.wait_until_ended(browser_pid)
     # After the close, so that a failure leaves no browser behind; every run checks it.
     assert browser_pid or not os.path.isdir("/proc"), (
         f"no Chromium with --user-data-dir={profile} among the processes: its renderers' CPU "

@@ -14,6 +14,7 @@ browser (``add_zygotes_of``), and ``seconds()`` is added to what the units count
 from __future__ import annotations
 
 import os
+import time
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 _ADDED = [0.0]
@@ -61,6 +62,20 @@ def browser_with_profile(profile) -> int:
     flag = f"--user-data-dir={profile}"
     return next((pid for pid, (_, _, command) in _processes().items()
                  if flag in command.split() and "--type=" not in command), 0)
+
+
+def wait_until_ended(pid: int, timeout: float = 10.0) -> None:
+    """Wait until process ``pid`` has ended (gone, or a zombie: its children are no longer
+    under it), so that a later ``add_zygotes_of`` of an ancestor does not count them again."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return
+        except OSError:
+            return
+        time.sleep(0.05)
 
 
 def add_zygotes_of(ancestor: int) -> None:
