@@ -36,6 +36,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+from traitlets.config import Config
 
 tomllib = pytest.importorskip("tomllib")  # Python 3.11 on; 3.10 has no TOML reader of its own
 
@@ -223,17 +224,9 @@ def test_the_image_runs_as_jovyan_with_the_course_outside_the_home():
 
 
 def lab_server_settings(environment):
-    """(the MappingKernelManager settings, TENSORBOARD_PROXY_URL) that the lab's Jupyter server
+    """(the settings, a traitlets Config, TENSORBOARD_PROXY_URL) that the lab's Jupyter server
     config (jupyter/jupyter_server_config.py) makes in a server with ``environment``."""
-    settings = {}
-
-    class Section:
-        def __setattr__(self, name, value):
-            settings[name] = value
-
-    class Config:
-        MappingKernelManager = Section()
-
+    config = Config()
     code = (ROOT / "jupyter" / "jupyter_server_config.py").read_text()
     with pytest.MonkeyPatch.context() as patch:
         for name in ("JUPYTERHUB_SERVICE_PREFIX", "TENSORBOARD_PROXY_URL"):
@@ -244,8 +237,8 @@ def lab_server_settings(environment):
             patch.delenv(name)
         for name, value in environment.items():
             patch.setenv(name, value)
-        exec(compile(code, "jupyter_server_config.py", "exec"), {"get_config": Config})
-        return settings, os.environ["TENSORBOARD_PROXY_URL"]
+        exec(compile(code, "jupyter_server_config.py", "exec"), {"get_config": lambda: config})
+        return config, os.environ["TENSORBOARD_PROXY_URL"]
 
 
 def test_the_image_serves_with_the_labs_server_settings():
@@ -255,8 +248,11 @@ def test_the_image_serves_with_the_labs_server_settings():
     # at /user/<name>/, as make hub's) and where no hub is (make lab, TLJH's own prefix too).
     row = re.search(r"^\| idle kernel of a closed notebook shut down after \| (\d+) s, "
                     r"checked every (\d+) s \|", (ROOT / "docs" / "hosting.md").read_text(), re.M)
-    culling, on_hub = lab_server_settings({"JUPYTERHUB_SERVICE_PREFIX": "/user/ada/"})
-    assert culling == {"cull_idle_timeout": int(row[1]), "cull_interval": int(row[2])}
+    settings, on_hub = lab_server_settings({"JUPYTERHUB_SERVICE_PREFIX": "/user/ada/"})
+    assert dict(settings.MappingKernelManager) == {"cull_idle_timeout": int(row[1]),
+                                                   "cull_interval": int(row[2])}
+    # No search for language servers at each start (the lab installs none).
+    assert settings.LanguageServerManager.autodetect is False
     assert on_hub == "/user/ada/proxy/%PORT%/"
     assert lab_server_settings({})[1] == "/proxy/%PORT%/"
 
