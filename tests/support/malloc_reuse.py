@@ -36,7 +36,8 @@ def apply(environ: MutableMapping[str, str] = os.environ) -> None:
     """Put ``SETTINGS`` first in ``environ``'s GLIBC_TUNABLES (once), unless
     IPU_LAB_MALLOC_REUSE=0."""
     given = environ.get(VARIABLE, "")
-    if environ.get("IPU_LAB_MALLOC_REUSE") == "0" or SETTINGS in given:   # a worker's conftest runs again, with the controller's setting
+    # Already there: a worker's conftest.py runs again, with the controller's setting.
+    if environ.get("IPU_LAB_MALLOC_REUSE") == "0" or SETTINGS in given:
         return
     environ[VARIABLE] = f"{SETTINGS}:{given}" if given else SETTINGS
 
