@@ -373,16 +373,17 @@ class LabServer:
         return f"{self.url}lab/tree/{path}?{query}" if path else f"{self.url}lab?{query}"
 
 
+def _launch_options(executable: str | None = None) -> dict:
+    """How the tests launch Chromium through Playwright: headless, with the closed-network
+    flags (every browser of the tests, with or without a profile of its own)."""
+    return dict(executable_path=executable or chromium_executable(), headless=True,
+                chromium_sandbox=False, args=CHROMIUM_ARGS)
+
+
 def launch_chromium(playwright, executable: str | None = None, **kwargs):
     """Headless Chromium through Playwright (``playwright.sync_api``), with the closed-network
     flags.  Playwright launches each browser with a fresh, empty ``--user-data-dir``."""
-    return playwright.chromium.launch(
-        executable_path=executable or chromium_executable(),
-        headless=True,
-        chromium_sandbox=False,
-        args=CHROMIUM_ARGS,
-        **kwargs,
-    )
+    return playwright.chromium.launch(**_launch_options(executable), **kwargs)
 
 
 @contextlib.contextmanager
@@ -397,8 +398,7 @@ def context_with_profile(browser, profile: Path):
     from tests.support import unwaited_cpu
 
     context = browser.browser_type.launch_persistent_context(
-        str(profile), executable_path=chromium_executable(), headless=True,
-        chromium_sandbox=False, args=CHROMIUM_ARGS, viewport=VIEWPORT)
+        str(profile), **_launch_options(), viewport=VIEWPORT)
     try:
         yield context
     finally:

@@ -20,6 +20,13 @@ _TICKS = os.sysconf("SC_CLK_TCK")
 _ADDED = [0.0]
 
 
+def _stat_fields(pid) -> list:
+    """The fields of /proc/<pid>/stat after the command's name (state, parent pid, ...);
+    OSError when the process is gone."""
+    with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+        return stat.read().rsplit(")", 1)[1].split()
+
+
 def _processes() -> dict:
     """pid -> (parent pid, CPU seconds with its reaped children's, command line)."""
     found = {}
@@ -27,8 +34,7 @@ def _processes() -> dict:
         if not name.isdigit():
             continue
         try:
-            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
+            fields = _stat_fields(name)
             with open(f"/proc/{name}/cmdline", "rb") as cmdline:
                 command = cmdline.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:   # ended meanwhile
@@ -70,9 +76,8 @@ def wait_until_ended(pid: int, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-                if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return
+            if _stat_fields(pid)[0] == "Z":
+                return
         except OSError:
             return
         time.sleep(0.05)
