@@ -117,6 +117,7 @@ CELL_TIMEOUT = 600
 STRIKE_AFTER_S = 0.25
 RECOVERY_TIMEOUT = 300
 MAX_RUNS = 5   # runs of one notebook before a learner gives up
+DELETE_RETRY_S = 60   # how long a refused DELETE is tried again (a kernel's restart)
 EDIT_MARKER = "Saved by {name} just before the {fault}."
 
 
@@ -501,11 +502,24 @@ class Learner:
         finally:
             ws.close()
             for url in (f"/sessions/{session}", f"/kernels/{kernel}"):
-                try:
-                    self.api("DELETE", url)
-                except Interrupted:
-                    pass  # already gone with its server
+                self.delete(url)
         return "".join(outputs)
+
+    def delete(self, path):
+        """DELETE ``path`` on the learner's server, as closing a notebook does.  A kernel that
+        is restarting (the memory limit killed it, and the server started it again) cannot be
+        shut down until it is up: jupyter_client answers 500 (InvalidStateError) and keeps
+        the session, whose next POST /sessions would hand back that half-shut kernel, which
+        never answers.  So a 5xx is tried again until the restart is over."""
+        deadline = time.monotonic() + DELETE_RETRY_S
+        while True:
+            try:
+                self.api("DELETE", path)
+                return
+            except Interrupted as why:   # gone with its server (or 404: already gone)
+                if not str(why).startswith("HTTP 5") or time.monotonic() > deadline:
+                    return
+            time.sleep(0.5)
 
     async def until_the_restart_takes_the_server(self, ws):
         """A learner whose cell ran when the hub restart struck: the restart stops their server,
