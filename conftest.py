@@ -98,8 +98,11 @@ def pytest_configure(config):
     config.pluginmanager.register(UnitTimes(unit_of), "unit_times")
     # glibc's malloc reuses what TensorFlow frees instead of faulting in fresh pages, in every
     # process started from here on: the workers and all they start (tests/support/malloc_reuse.py).
-    from tests.support import malloc_reuse
+    from tests.support import intraop_threads, malloc_reuse
     malloc_reuse.apply()
+    # TensorFlow's intra-op pool at one thread, in the same processes: three workers on two
+    # cores leave a second one only spinning (tests/support/intraop_threads.py).
+    intraop_threads.apply()
 
 
 def pytest_collection_finish(session):

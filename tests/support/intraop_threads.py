@@ -1,0 +1,40 @@
+"""TensorFlow's intra-op thread pool at one thread in the processes the tests start.
+
+Each TensorFlow process sizes the pool that splits one op's work (a matmul's blocks, a
+reduction's ranges) to the machine's cores, and its idle threads spin looking for work before
+they sleep.  `make test` runs three workers and their children on two cores, so a second
+intra-op thread never gains a core of its own: it spins and steals while the others wait
+(``perf`` over a file of checks on the AVX2-only AMD EPYC: Eigen's ``GlobalSteal`` and
+``PopBack`` and the scheduler's switches, about a fifth of the process's CPU).  With
+``TF_NUM_INTRAOP_THREADS=1`` the checks' and estimators' files on three workers took
+95.1-98.4 s of CPU against 104.9-109.3 s (two rounds, alternating; ``bench/intraop_threads.py``).
+
+The inter-op pool, which runs a graph's independent ops side by side, keeps its threads: the
+judge compares the learner's weights with the reference's exactly, and ops run in a varying
+order there as on a learner's laptop, so a weight that depended on that order would show.
+One op split over one thread or two gives the same numbers (Eigen's blocks are fixed by the
+op's sizes and the thread count, and every process of the run has the same count).
+
+TensorFlow reads the variable when it first makes a device, so the root conftest.py sets it in
+``os.environ`` before pytest-xdist starts its workers, as ``malloc_reuse`` does: the workers
+and all they start (the fork servers, the TF2 child, the notebooks' kernels, JupyterLab's)
+run with it.  A value the shell gives wins; ``IPU_LAB_ONE_INTRAOP_THREAD=0`` leaves it out.
+A learner's kernel on the hub gets only the spawner's environment, so the class runs as
+TensorFlow sizes itself.
+"""
+from __future__ import annotations
+
+import os
+from typing import MutableMapping
+
+VARIABLE = "TF_NUM_INTRAOP_THREADS"
+OPT_OUT = "IPU_LAB_ONE_INTRAOP_THREAD"
+
+
+def apply(environ: MutableMapping[str, str] = os.environ) -> None:
+    """Set ``VARIABLE`` to one thread in ``environ`` unless it is set or ``OPT_OUT`` is "0"."""
+    if environ.get(OPT_OUT) != "0":
+        environ.setdefault(VARIABLE, "1")
+
+
+__all__ = ["VARIABLE", "OPT_OUT", "apply"]
