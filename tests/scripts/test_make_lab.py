@@ -5,10 +5,11 @@ reaches it through the server (jupyter/jupyter_server_config.py, jupyter-server-
 import datetime
 import json
 import os
+import queue
 import re
-import selectors
 import signal
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -20,18 +21,31 @@ START_TIMEOUT_S = 120
 
 
 def read_until_url(process) -> tuple:
-    """(the URL Jupyter printed, everything printed so far)."""
-    selector = selectors.DefaultSelector()
-    selector.register(process.stdout, selectors.EVENT_READ)
+    """(the URL Jupyter printed, everything printed so far).  The lines are read by a thread:
+    a select() on the pipe beside readline() misses lines that one read brought in together,
+    which wait in the stream's buffer while the pipe is empty (on a loaded machine the server's
+    last lines, its URL among them, came in one read and the wait ran out)."""
+    lines = queue.Queue()
+
+    def read():
+        for line in process.stdout:
+            lines.put(line)
+        lines.put(None)   # the process closed its output
+
+    threading.Thread(target=read, daemon=True).start()
     printed = ""
     deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline and process.poll() is None:
-        if selector.select(timeout=1):
-            line = process.stdout.readline()
-            printed += line
-            found = LAB_URL.search(line)
-            if found:
-                return found.group(0), printed
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
+            break
+        if line is None:
+            break
+        printed += line
+        found = LAB_URL.search(line)
+        if found:
+            return found.group(0), printed
     return None, printed
 
 
