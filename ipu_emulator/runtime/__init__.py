@@ -9,6 +9,7 @@
 ``gradient_accumulators`` an accumulator's type and how a gradient is added to it
 ``shards``                which IPU of a device an op runs on, made real with CPU devices
 ``graph_rewrites``        sessions and ``tf.function``s run without TensorFlow's Grappler rewrites
+``thread_spinning``       sessions' thread pools sleep when idle instead of spinning
 ``autograph_rules``       AutoGraph calls the emulated SDK unconverted, as it calls TensorFlow's
 ``replication``           a program on more IPUs than its shards runs as copies
 ``variable_creations``    a second build of the same code gets the first build's variables

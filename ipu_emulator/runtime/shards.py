@@ -16,7 +16,8 @@ sessions.  The tutorial scripts create ``tf.Session()`` themselves, so ``install
 ``BaseSession.__init__``: a session created after an IPU system with ``N`` IPUs in total was
 configured gets ``N`` CPU devices (unless its config already asks for at least that many);
 a session created without a config also gets soft placement, and every session runs
-without Grappler's rewrites (``graph_rewrites``).
+without Grappler's rewrites (``graph_rewrites``) on thread pools that do not spin when idle
+(``thread_spinning``).
 Doing it at session creation rather than at configure time is the only place it can be
 done: the device list of a session is fixed when it is created, and it is the one moment
 we know both the configuration and the session's own ``ConfigProto``.
@@ -55,6 +56,7 @@ from tensorflow.python.client import session as tf_session
 
 from ipu_emulator.runtime import configured_system
 from ipu_emulator.runtime.graph_rewrites import without_grappler
+from ipu_emulator.runtime.thread_spinning import without_spinning
 from ipu_emulator.sim import hardware
 
 SHARDING_ATTR = "_XlaSharding"
@@ -302,7 +304,8 @@ def _config_with_cpus(config, needed):
 def _init(self, target="", graph=None, config=None):
     needed = required_cpu_devices(graph if graph is not None
                                   else tf.compat.v1.get_default_graph())
-    _original_init(self, target, graph, without_grappler(_config_with_cpus(config, needed)))
+    config = without_grappler(_config_with_cpus(config, needed))
+    _original_init(self, target, graph, without_spinning(config))
 
 
 def install():
