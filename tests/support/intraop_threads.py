@@ -6,8 +6,9 @@ they sleep.  `make test` runs three workers and their children on two cores, so 
 intra-op thread never gains a core of its own: it spins and steals while the others wait
 (``perf`` over a file of checks on the AVX2-only AMD EPYC: Eigen's ``GlobalSteal`` and
 ``PopBack`` and the scheduler's switches, about a fifth of the process's CPU).  With
-``TF_NUM_INTRAOP_THREADS=1`` the checks' and estimators' files on three workers took
-95.1-98.4 s of CPU against 104.9-109.3 s (two rounds, alternating; ``bench/intraop_threads.py``).
+``TF_NUM_INTRAOP_THREADS=1``, six files of checks and estimators on three workers took 0.89
+of the CPU (``bench/intraop_threads.py``: 99.2 s against 111.7 s, medians of two rounds,
+alternating).
 
 The inter-op pool, which runs a graph's independent ops side by side, keeps its threads: the
 judge compares the learner's weights with the reference's exactly, and ops run in a varying
