@@ -13,8 +13,8 @@ alternating).
 The inter-op pool, which runs a graph's independent ops side by side, keeps its threads: the
 judge compares the learner's weights with the reference's exactly, and ops run in a varying
 order there as on a learner's laptop, so a weight that depended on that order would show.
-One op split over one thread or two gives the same numbers (Eigen's blocks are fixed by the
-op's sizes and the thread count, and every process of the run has the same count).
+How one op is split is fixed by its sizes and the thread count, the same in every process of
+the run, so the learner's and the reference's runs still split each op alike.
 
 TensorFlow reads the variable when it first makes a device, so the root conftest.py sets it in
 ``os.environ`` before pytest-xdist starts its workers, as ``malloc_reuse`` does: the workers

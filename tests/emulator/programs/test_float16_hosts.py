@@ -25,11 +25,10 @@ def digests(mode):
     2026-12-01 oneDNN's run came first on every host: where the default is Eigen's, as on an
     AVX2-only AMD EPYC, that forked run was thrown away and both paths started anew, a
     TensorFlow process more per mode.)"""
-    by_path = {}
     default = run(mode, None)
     default_is_onednn = "onednn True" in default
-    by_path[default_is_onednn] = default
-    by_path[not default_is_onednn] = run(mode, "0" if default_is_onednn else "1")
+    by_path = {default_is_onednn: default,
+               not default_is_onednn: run(mode, "0" if default_is_onednn else "1")}
     found = []
     for onednn in (True, False):
         lines = by_path[onednn]
