@@ -8,7 +8,7 @@ starts.  Linux's BSD process accounting (acct(2), as root) writes one record for
 that ends, whoever its parent: its command name, parent, user, CPU and elapsed time, and
 whether it forked without exec.  This script switches it on around one command (by default
 `make test`'s pytest run in this checkout, on its three workers; the builds must be there
-already), samples /proc/stat for how busy the cores were, and prints the CPU of the process
+already), reads /proc/stat before and after for how busy the cores were, and prints the CPU of the process
 families (the pytest workers, Python children forked or started anew, Chromium, the hub, the
 JupyterLab server, node) and of the busiest processes.  The accounted CPU against the cores'
 busy time says how much the records miss (processes still running at the end, the kernel's
