@@ -14,7 +14,9 @@ head's ratios to base.  The shell's PYTHONDONTWRITEBYTECODE is passed on as it i
 machine's shell and its CI set it; it slows a revision whose Makefile does not clear it).
 Between runs, processes a run left behind in its clone (a TensorBoard) are stopped.
 Usage:  python bench/test_time.py [--base REV] [--head REV] [--target test|test-fast]
-                                  [--rounds R]
+                                  [--rounds R] [--head-pytest-args ARGS]
+``--head-pytest-args`` passes PYTEST_ARGS to head's `make test`: for example the test files
+added since base left out (``--ignore=FILE`` each), to time the behaviours base covered.
 Defaults: base 31e2a70 (the revision issue 39 measured), head HEAD, target test, one round
 (about 12 minutes on this machine: two runs of `make test`).
 """
@@ -64,13 +66,13 @@ def clone(revision: str, into: Path) -> Path:
     return into
 
 
-def timed_make(folder: Path, target: str, log: Path) -> dict:
-    """Run ``make target`` in ``folder``, its output (stdout and stderr as they came) to
-    ``log``; its figures."""
+def timed_make(folder: Path, target: str, log: Path, make_args=()) -> dict:
+    """Run ``make target`` (with ``make_args``, such as ``PYTEST_ARGS=...``) in ``folder``, its
+    output (stdout and stderr as they came) to ``log``; its figures."""
     cpu, started = children_cpu(), time.monotonic()
     with open(log, "w") as output:
-        returncode = subprocess.run(["make", "-C", str(folder), target], stdout=output,
-                                    stderr=subprocess.STDOUT).returncode
+        returncode = subprocess.run(["make", "-C", str(folder), target, *make_args],
+                                    stdout=output, stderr=subprocess.STDOUT).returncode
     figures = {"wall s": time.monotonic() - started, "CPU s": children_cpu() - cpu,
                "exit": returncode}
     printed = log.read_text(errors="replace")
@@ -89,13 +91,13 @@ def readable_folder(parent=None) -> Path:
     return folder
 
 
-def measure(revision: str, target: str, scratch: Path, log: Path) -> dict:
+def measure(revision: str, target: str, scratch: Path, log: Path, make_args=()) -> dict:
     folder = clone(revision, readable_folder(scratch))
     try:
         if target == "test-fast":
             subprocess.run(["make", "-C", str(folder), "env"], check=True, capture_output=True)
             timed_make(folder, target, log)     # writes the bytecode, as a second run finds it
-        figures = timed_make(folder, target, log)
+        figures = timed_make(folder, target, log, make_args)
         units = folder / "build" / "test_units.tsv"     # every unit's time, where it has them
         if units.exists():
             shutil.copyfile(units, log.with_suffix(".units.tsv"))
@@ -111,6 +113,8 @@ def main():
     parser.add_argument("--head", default="HEAD")
     parser.add_argument("--target", choices=("test", "test-fast"), default="test")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--head-pytest-args", default="",
+                        help="PYTEST_ARGS for head's `make test` (for example --ignore=FILE ...)")
     options = parser.parse_args()
     revisions = {}
     for name in ("base", "head"):
@@ -119,13 +123,17 @@ def main():
                                          check=True, capture_output=True, text=True).stdout.strip()
     print(f"make {options.target}: base {revisions['base']}, head {revisions['head']}, "
           f"{options.rounds} round(s); PYTHONDONTWRITEBYTECODE="
-          f"{os.environ.get('PYTHONDONTWRITEBYTECODE', '(unset)')}", flush=True)
+          f"{os.environ.get('PYTHONDONTWRITEBYTECODE', '(unset)')}"
+          + (f"; head's PYTEST_ARGS={options.head_pytest_args}" if options.head_pytest_args
+             else ""), flush=True)
     LOGS.mkdir(parents=True, exist_ok=True)
     scratch = readable_folder()
 
     def timed(name):
         log = LOGS / f"{name}-{revisions[name]}-{time.strftime('%H%M%S')}.log"
-        figures = measure(revisions[name], options.target, scratch, log)
+        make_args = ([f"PYTEST_ARGS={options.head_pytest_args}"]
+                     if name == "head" and options.head_pytest_args else [])
+        figures = measure(revisions[name], options.target, scratch, log, make_args)
         print(f"  {time.strftime('%H:%M')} {name} " + "  ".join(
             f"{key} {value:.1f}" if isinstance(value, float) else f"{key} {value}"
             for key, value in figures.items()) + f"  ({log.relative_to(ROOT)})", flush=True)
