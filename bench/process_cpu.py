@@ -13,7 +13,7 @@ families (the pytest workers, Python children forked or started anew, Chromium, 
 JupyterLab server, node) and of the busiest processes.  The accounted CPU against the cores'
 busy time says how much the records miss (processes still running at the end, the kernel's
 own threads, other work on the machine).
-Usage:  sudo python bench/process_cpu.py [--top N] [-- COMMAND ...]
+Usage:  sudo .venv/bin/python bench/process_cpu.py [--top N] [-- COMMAND ...]
 (`make test`'s pytest: about six minutes on two cores; without root it says so and skips).
 """
 import argparse
@@ -30,6 +30,9 @@ from pathlib import Path
 from typing import Dict, List
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tests.conftest import fast_suite_paths  # noqa: E402  (the list `make test-fast` reads)
+
 # struct acct_v3 (linux/acct.h): flag, version, tty, exit code, uid, gid, pid, ppid, creation
 # time, elapsed time (a float, in AHZ ticks), then user time, system time and six more counts
 # in comp_t, then the command name.
@@ -161,9 +164,7 @@ def run_accounted(command: List[str], environment: dict):
 
 def make_test_pytest() -> List[str]:
     """`make test`'s pytest command, as the Makefile runs it in this checkout."""
-    fast_suite = [line.split("#")[0].strip() for line in
-                  (ROOT / "tests" / "fast_suite.txt").read_text().splitlines()]
-    modules = [path for path in fast_suite if path and not path.startswith("tests/")]
+    modules = [path for path in fast_suite_paths() if not path.startswith("tests/")]
     return [str(ROOT / ".venv" / "bin" / "python"), "-m", "pytest", "-q", "-n", "3",
             "-p", "no:cacheprovider", "--nbval-lax", "--doctest-modules", *modules, "tests",
             "notebooks"]
@@ -182,14 +183,11 @@ def report(root_pid, wall, busy, processes, top):
             print(f"{cpu:8.1f} {100 * cpu / max(accounted, 1e-9):5.1f}% {len(members):9d}  "
                   f"{family}")
     print(f"\nthe {top} busiest processes (CPU s, elapsed s, command, family):")
-    family_of = {id(process): family for family, members in grouped.items()
-                 for process in members}
-    ranked = sorted((process for members in grouped.values() for process in members),
-                    key=lambda process: -process.cpu)
-    for process in ranked[:top]:
-        print(f"{process.cpu:8.1f} {process.elapsed:8.1f}  {process.command:16} "
-              f"{family_of[id(process)]}")
-    commands = Counter(process.command for process in ranked)
+    ranked = sorted(((process, family) for family, members in grouped.items()
+                     for process in members), key=lambda pair: -pair[0].cpu)
+    for process, family in ranked[:top]:
+        print(f"{process.cpu:8.1f} {process.elapsed:8.1f}  {process.command:16} {family}")
+    commands = Counter(process.command for process, _ in ranked)
     print("\nprocesses by command:", ", ".join(f"{name} {count}"
                                                 for name, count in commands.most_common(8)))
 
