@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from tests.hub.test_roster import HUB_PYTHON
 from tests.support.child_python import ROOT
 
@@ -28,6 +30,10 @@ isolation.os.chown = lambda *args: None
 isolation.ensure_account("ada", os.path.join("homes", "ada"))
 print(json.dumps(calls))
 '''
+
+# It runs in the hub's environment, which `make test` builds only with the hub's tests
+# (PYTEST_ARGS='-m "not hub"' leaves both out).
+pytestmark = pytest.mark.hub
 
 
 def test_a_learners_account_gets_an_absolute_home_from_a_relative_path(tmp_path):
