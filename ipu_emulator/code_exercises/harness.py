@@ -8,7 +8,8 @@ run does not agree with it.  ``judge`` runs the learner's program and answers wi
 rule that differs, or with the exercise's "Right" text, written from the learner's own run.
 
 Rules read the facts of one run; those that compare it with the reference's run (the
-weights, the values returned) read ``facts.reference``, run once per process on first use.
+weights, the values returned) read ``facts.reference``, run once per process on first use
+(a check given the solution itself takes that run as the reference's: solutions mode).
 ``probes`` are the smallest wrong changes to the reference's facts, one or more per rule: the
 tests apply each to the reference run and expect its rule to be the first to answer, so a
 rule that lets a boundary through (one engine run too many, a layer on both IPUs) fails.
@@ -16,12 +17,13 @@ rule that lets a boundary through (one engine run too many, a layer on both IPUs
 from __future__ import annotations
 
 import copy
+import operator
 from dataclasses import dataclass
 from typing import Callable, Optional, Tuple
 
 from ipu_emulator import record
 from ipu_emulator.code_exercises import code_exercise
-from ipu_emulator.code_exercises.reference import Facts, reference_run
+from ipu_emulator.code_exercises.reference import Facts, reference_run, remember_reference_run
 from ipu_emulator.exercises import Feedback, not_yet, right
 
 
@@ -69,6 +71,14 @@ class Exercise:
         facts.exercise = self
         return facts
 
+    def is_solution(self, program) -> bool:
+        """Whether ``program`` is the reference solution's own function (its tuple, for an
+        exercise of several)."""
+        solution = self.solution
+        if isinstance(program, tuple) and isinstance(solution, tuple):
+            return len(program) == len(solution) and all(map(operator.is_, program, solution))
+        return program is solution
+
     def first_difference(self, facts: Facts) -> Tuple[Optional[Rule], Optional[Feedback]]:
         """The first rule the run does not meet and its "Not yet", or ``(None, None)``."""
         for rule in self.rules:
@@ -89,7 +99,13 @@ class Exercise:
             what = ("the function itself," if self.arguments == 1 else
                     f"{'both' if self.arguments == 2 else 'all'} functions, each")
             return not_yet(f"pass {what} without calling it: {self.call}.")
-        return self.verdict(self.facts_of(programs if len(programs) > 1 else programs[0]))
+        program = programs if len(programs) > 1 else programs[0]
+        facts = self.facts_of(program)
+        if self.is_solution(program):
+            # The solution itself (solutions mode; an instructor's run-through): its run is
+            # the reference's, which would otherwise run the same program a second time.
+            remember_reference_run(self.name, facts)
+        return self.verdict(facts)
 
 
 def check_of(exercise: Exercise, name: str, doc: str):

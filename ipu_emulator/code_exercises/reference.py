@@ -261,6 +261,13 @@ def reference_run(name: str, run: Callable[[], object]):
     return _REFERENCE_RUNS[name]
 
 
+def remember_reference_run(name: str, facts) -> None:
+    """``facts``, a run of exercise ``name``'s reference solution itself (a check given the
+    solution, as in solutions mode), serve as its reference run if none was run yet: the
+    reference would be the same program on the same data and start weights, run again."""
+    _REFERENCE_RUNS.setdefault(name, facts)
+
+
 class Facts:
     """What one run of a program did, as an exercise's rules read it.  ``judge`` (and the
     probes' test) tie it to its exercise, so that rules can read the reference's run."""
@@ -280,6 +287,6 @@ class Facts:
 
 
 __all__ = ["Facts", "TOLERANCE", "WeightsCompared", "compare_weights", "optimizer_kinds", "times",
-           "same_values", "reference_run", "weights_problem", "left_behind", "matched_variant",
-           "Variants", "MEAN_REDUCTION", "mean_variant", "scaled_update", "same_weights",
-           "NEVER_RUN_UPDATE"]
+           "same_values", "reference_run", "remember_reference_run", "weights_problem",
+           "left_behind", "matched_variant", "Variants", "MEAN_REDUCTION", "mean_variant",
+           "scaled_update", "same_weights", "NEVER_RUN_UPDATE"]

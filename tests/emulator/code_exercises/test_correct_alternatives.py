@@ -81,7 +81,6 @@ PORTS = {
     "the step given as a lambda": port(step_style="lambda"),
     "the batch given as a list of two tensors": port(inputs="list"),
     "the losses returned as a tuple": port(returns="tuple"),
-    "the reference solution itself": nb01_porting.solution,
 }
 
 
@@ -139,7 +138,6 @@ LOOPS = {
     "the infeed given a feed_name": looped(feed_name="training_infeed"),
     "the loop compiled through a lambda": looped(compiled_with="lambda"),
     "the variables initialized before the infeed": looped(init_order="variables first"),
-    "the reference solution itself": nb02_loops.solution,
 }
 
 
@@ -187,7 +185,6 @@ ACCUMULATIONS = {
     "the gradients averaged (MEAN), as the SDK offers": accumulating(
         reduction=ipu.optimizers.GradientAccumulationReductionMethod.MEAN),
     "the gradients averaged as they come (RUNNING_MEAN)": accumulating(reduction="running_mean"),
-    "the reference solution itself": nb06_accumulation.solution,
 }
 
 
@@ -240,7 +237,6 @@ REPLICATIONS = {
     "legacy functions, configured first": replicated(configure_first=True, legacy=True),
     "queues without feed names": replicated(named_feeds=False),
     "the losses returned as a list": replicated(give_back="a list"),
-    "the reference solution itself": nb05_replication.solution,
 }
 
 

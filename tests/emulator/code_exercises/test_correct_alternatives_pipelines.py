@@ -65,7 +65,6 @@ SHARDED = {
     "the gradients averaged as they come (RUNNING_MEAN)": sharded(reduction="running_mean"),
     "Flatten, V1, outside a variable scope": sharded(flatten="layer", wrapper="V1",
                                                      scope_names=False),
-    "the reference solution itself": nb07_sharding.solution,
 }
 
 
@@ -99,7 +98,6 @@ PIPELINED = {
     "device_mapping given as [0, 1]": pipelined(),
     "RMSProp, the task leaving the optimizer free": pipelined(optimizer="rmsprop"),
     "the gradients averaged (RUNNING_MEAN)": pipelined(reduction="running_mean"),
-    "the reference solution itself": nb09_pipelining.solution,
 }
 
 
@@ -152,7 +150,6 @@ FROM_SPLITS = {
     "stages as callable objects": from_splits("class"),
     "stages from a generator": from_splits("generator"),
     "the scopes without use_resource (resource variables anyway)": from_splits(resource=False),
-    "the reference solution itself": nb11_configurable_stages.solution,
 }
 
 
@@ -191,7 +188,6 @@ FITTED = {
     "the accumulators' type as the string 'float16'": (configure(), fitted(dtype="float16")),
     "recomputation_mode Auto, the system not allowing it": (
         configure(), fitted(recomputation_mode=ipu.pipelining_ops.RecomputationMode.Auto)),
-    "the reference solution itself": nb12_memory.SOLUTION,
 }
 
 

@@ -4,6 +4,7 @@ reference's measures the right lengths and wakes none of NumPy's BLAS threads
 threads spin before they sleep: a quarter of a check's CPU, bench/blas_spin.py; one forked
 child, about 0.3 s of CPU), and the digits a check trains on are fed, not embedded in its
 graph (about 1 s of CPU)."""
+import functools
 import json
 
 import numpy as np
@@ -12,6 +13,7 @@ import tensorflow as tf
 
 from ipu_emulator.code_exercises import nb09_pipelining, nb12_memory, reference
 from ipu_emulator.code_exercises.weights import WeightWatch
+from ipu_emulator.exercises import SOLUTIONS_VARIABLE
 from tests.support.child_python import run_code
 
 
@@ -102,3 +104,43 @@ def test_a_checks_graph_reads_the_digits_from_its_feed_not_from_constants(run):
     losses = [np.ravel(loss) for loss in ran.losses]   # it trained on them
     assert losses and np.isfinite(np.concatenate(losses)).all()
     assert largest_constant_bytes(ran.weights.variables[0].graph) == 784 * 256 * 4 < digits
+
+
+@pytest.fixture
+def runs_of_programs(monkeypatch):
+    """No reference run yet in this process, and every program a check runs counted (outside
+    solutions mode, where a check would run the solution whatever it is given)."""
+    from ipu_emulator.code_exercises import harness
+    monkeypatch.delenv(SOLUTIONS_VARIABLE, raising=False)
+    monkeypatch.setattr(reference, "_REFERENCE_RUNS", {})
+    ran = []
+    original = harness.Exercise.facts_of
+
+    def counted(self, program):
+        ran.append(program)
+        return original(self, program)
+
+    monkeypatch.setattr(harness.Exercise, "facts_of", counted)
+    return ran
+
+
+def test_a_check_given_the_solution_runs_it_once_its_run_is_the_references(runs_of_programs):
+    """Solutions mode (notebooks run by nbval, an instructor's run-through) hands each check
+    the solution: run once, not again as the reference (notebook 09's: 0.6 s of CPU)."""
+    from ipu_emulator.code_exercises import nb02_loops
+    exercise = nb02_loops.EXERCISE
+    assert nb02_loops.check_loop_on_device(nb02_loops.solution).ok
+    assert runs_of_programs == [nb02_loops.solution]
+    assert exercise.reference().exercise is exercise
+    # Another correct program is judged against that run: only the learner's runs now.
+    assert nb02_loops.check_loop_on_device(functools.partial(nb02_loops.solution)).ok
+    assert len(runs_of_programs) == 2
+    assert exercise.is_solution(nb02_loops.solution)
+    assert not exercise.is_solution(functools.partial(nb02_loops.solution))
+
+
+def test_a_learners_program_run_first_is_not_taken_for_the_reference(runs_of_programs):
+    from ipu_emulator.code_exercises import nb02_loops
+    attempt = functools.partial(nb02_loops.solution)   # the same program, not the solution
+    assert nb02_loops.check_loop_on_device(attempt).ok
+    assert runs_of_programs == [attempt, nb02_loops.solution]   # the reference ran too
