@@ -13,8 +13,8 @@ import tensorflow as tf
 
 from ipu_emulator.code_exercises import nb09_pipelining, nb12_memory, reference
 from ipu_emulator.code_exercises.weights import WeightWatch
-from ipu_emulator.exercises import SOLUTIONS_VARIABLE
 from tests.support.child_python import run_code
+from tests.support.code_exercise_checks import outside_solutions_mode  # noqa: F401
 
 
 def watch(start, final):
@@ -109,9 +109,9 @@ def test_a_checks_graph_reads_the_digits_from_its_feed_not_from_constants(run):
 @pytest.fixture
 def runs_of_programs(monkeypatch):
     """No reference run yet in this process, and every program a check runs counted (outside
-    solutions mode, where a check would run the solution whatever it is given)."""
+    solutions mode, the module's autouse ``outside_solutions_mode``: there a check would run
+    the solution whatever it is given)."""
     from ipu_emulator.code_exercises import harness
-    monkeypatch.delenv(SOLUTIONS_VARIABLE, raising=False)
     monkeypatch.setattr(reference, "_REFERENCE_RUNS", {})
     ran = []
     original = harness.Exercise.facts_of
