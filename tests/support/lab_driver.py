@@ -77,6 +77,7 @@ Run only these tests with ``pytest -m browser``; skip them with ``-m "not browse
 from __future__ import annotations
 
 import contextlib
+import http.client
 import io
 import json
 import os
@@ -288,6 +289,11 @@ class LabServer:
                     if response.status == 200:
                         return
             except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            except http.client.HTTPException:
+                # Something else holds the port (once, a kernel's ZeroMQ socket of another
+                # worker, bound after free_port() chose it): JupyterLab will exit with
+                # "already in use", and start() tries another port.
                 pass
             if time.monotonic() > deadline:
                 raise TimeoutError(f"JupyterLab did not answer on {self.url} within "

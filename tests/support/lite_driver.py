@@ -9,6 +9,7 @@ live in the browser's storage, which ``clear_site_storage`` empties between note
 """
 from __future__ import annotations
 
+import http.client
 import importlib.util
 import os
 import re
@@ -77,24 +78,36 @@ class SiteServer:
         self.origin = ""
         self._proc: subprocess.Popen | None = None
 
-    def start(self) -> "SiteServer":
-        port = free_port()
-        self.origin = f"http://127.0.0.1:{port}/"
-        with open(self.log, "wb") as log:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-u", "-m", "http.server", str(port), "--bind", "127.0.0.1",
-                 "--directory", str(self.site)],
-                stdout=subprocess.DEVNULL, stderr=log)
-        deadline = time.monotonic() + 30
+    def start(self, attempts: int = 3) -> "SiteServer":
+        """Serve the site on a free port; if another process took the port meanwhile (another
+        worker's kernel can bind it after free_port() chose it), try another."""
+        for attempt in range(1, attempts + 1):
+            port = free_port()
+            self.origin = f"http://127.0.0.1:{port}/"
+            with open(self.log, "wb") as log:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-u", "-m", "http.server", str(port), "--bind", "127.0.0.1",
+                     "--directory", str(self.site)],
+                    stdout=subprocess.DEVNULL, stderr=log)
+            if self._wait_until_served():
+                return self
+            self.stop()
+            printed = self.log.read_text()
+            if attempt == attempts or "already in use" not in printed:
+                raise RuntimeError(f"python -m http.server did not serve {self.site} on "
+                                   f"{self.origin}:\n{printed[-2000:]}")
+        return self
+
+    def _wait_until_served(self, timeout: float = 30) -> bool:
+        deadline = time.monotonic() + timeout
         while True:
             try:
                 urllib.request.urlopen(self.origin + "jupyter-lite.json", timeout=1).close()
-                return self
-            except OSError:
+                return True
+            except (OSError, http.client.HTTPException):
+                # HTTPException: a stranger answers on the port; our server is about to exit.
                 if self._proc.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"python -m http.server did not serve {self.site} on "
-                                       f"{self.origin}:\n{self.log.read_text()[-2000:]}")
+                    return False
                 time.sleep(0.1)
 
     def stop(self) -> None:
