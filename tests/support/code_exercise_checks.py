@@ -55,16 +55,18 @@ def exercise_cell(notebook_path) -> str:
     return "".join(cell["source"])
 
 
-def assert_keeps_the_configuration(check_the_solution, ipus=4):
-    """After a check has run (``check_the_solution()``), the IPU system the learner configured
-    in the notebook is the configured one again."""
+def keeping_the_configuration(check, ipus=4):
+    """``check()``'s feedback, the check run after the learner configured an IPU system of
+    ``ipus`` IPUs in the notebook; asserts that this system is the configured one again after
+    the check (which configures its own device for each run)."""
     from ipu_emulator.runtime import configured_system
     from tests.support.ipu_systems import configure_ipus
 
     configure_ipus(ipus)
-    check_the_solution()
+    feedback = check()
     assert [d.num_ipus for d in configured_system.current().devices] == [ipus]
+    return feedback
 
 
 __all__ = ["assert_own_hint", "assert_asks_for_code", "outside_solutions_mode", "exercise_cell",
-           "assert_keeps_the_configuration"]
+           "keeping_the_configuration"]

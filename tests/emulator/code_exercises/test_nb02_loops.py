@@ -12,7 +12,7 @@ from ipu_emulator.exercises import SOLUTIONS_VARIABLE, SolutionFailed
 from tests.support.child_python import ROOT
 from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixture)
     assert_asks_for_code, assert_own_hint, outside_solutions_mode,
-    exercise_cell, assert_keeps_the_configuration)
+    exercise_cell, keeping_the_configuration)
 
 v1 = tf.compat.v1
 STEPS = code_exercises.STEPS
@@ -138,8 +138,10 @@ WRONG_ATTEMPTS = {
 }
 
 
-def test_the_solution_passes_and_says_what_fed_the_loop():
-    feedback = code_exercises.check_loop_on_device(code_exercises.solution)
+def test_the_solution_passes_and_says_what_fed_the_loop_keeping_the_learners_configuration():
+    # The learner's notebook configured IPUs of its own before the check.
+    feedback = keeping_the_configuration(
+        lambda: code_exercises.check_loop_on_device(code_exercises.solution))
     assert feedback.ok, feedback.text
     assert "one engine run of 20 iterations, fed by the infeed" in feedback.text
     assert "(100,480 bytes: 32 images and their labels)" in feedback.text
@@ -170,11 +172,6 @@ def test_the_starting_code_runs_a_step_per_engine_run_and_is_the_notebooks_exerc
     assert "the loop is still outside the IPU program" in feedback.text
     notebook = ROOT / "notebooks" / "02_loops_and_data_pipelines.ipynb"
     assert exercise_cell(notebook) == code_exercises.STARTING_CODE  # what a reset restores
-
-
-def test_the_learners_own_ipu_configuration_is_kept():
-    assert_keeps_the_configuration(
-        lambda: code_exercises.check_loop_on_device(code_exercises.solution))
 
 
 def test_the_solution_the_notebook_shows_passes():

@@ -14,7 +14,7 @@ from ipu_emulator.exercises import SOLUTIONS_VARIABLE, SolutionFailed
 from tests.support.child_python import ROOT
 from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixture)
     assert_asks_for_code, assert_own_hint, outside_solutions_mode,
-    exercise_cell, assert_keeps_the_configuration)
+    exercise_cell, keeping_the_configuration)
 
 v1 = tf.compat.v1
 NOTEBOOK = ROOT / "notebooks" / "05_replicated_graphs.ipynb"
@@ -111,8 +111,10 @@ WRONG_ATTEMPTS = {
 }
 
 
-def test_the_solution_passes_and_says_what_each_replica_did():
-    feedback = code_exercises.check_replicated_training(code_exercises.solution)
+def test_the_solution_passes_and_says_what_each_replica_did_keeping_the_learners_configuration():
+    # The learner's notebook configured IPUs of its own before the check.
+    feedback = keeping_the_configuration(
+        lambda: code_exercises.check_replicated_training(code_exercises.solution))
     assert feedback.ok, feedback.text
     assert ("your program ran as 2 replicas on a device of 2 IPUs, in one engine run of 10 "
             "steps. At every step each replica took its own mini-batch from the infeed (20 in "
@@ -153,11 +155,6 @@ def test_in_solutions_mode_the_check_runs_the_solution(monkeypatch):
 
 def test_the_starting_code_runs_one_replica_and_is_the_notebooks_exercise_cell():
     assert exercise_cell(NOTEBOOK) == START   # what a reset restores
-
-
-def test_the_learners_own_ipu_configuration_is_kept():
-    assert_keeps_the_configuration(
-        lambda: code_exercises.check_replicated_training(code_exercises.solution))
 
 
 def test_the_solution_the_notebook_shows_passes():

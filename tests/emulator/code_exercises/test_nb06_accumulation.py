@@ -14,7 +14,7 @@ from ipu_emulator.exercises import SOLUTIONS_VARIABLE, SolutionFailed
 from tests.support.child_python import ROOT
 from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixture)
     assert_asks_for_code, assert_own_hint, outside_solutions_mode,
-    exercise_cell, assert_keeps_the_configuration)
+    exercise_cell, keeping_the_configuration)
 
 v1 = tf.compat.v1
 NOTEBOOK = ROOT / "notebooks" / "06_single_ipu_gradient_accumulation.ipynb"
@@ -143,8 +143,10 @@ WRONG_ATTEMPTS = {
 }
 
 
-def test_the_solution_passes_and_counts_the_weight_updates():
-    feedback = code_exercises.check_accumulating_training(code_exercises.solution)
+def test_the_solution_passes_and_counts_the_weight_updates_keeping_the_learners_configuration():
+    # The learner's notebook configured IPUs of its own before the check.
+    feedback = keeping_the_configuration(
+        lambda: code_exercises.check_accumulating_training(code_exercises.solution))
     assert feedback.ok, feedback.text
     assert ("3 engine runs of 32 mini-batches each, and the optimizer added up 16 of them per "
             "update: each run changed the weights twice (6 in all, instead of 96)") in feedback.text
@@ -184,11 +186,6 @@ def test_in_solutions_mode_the_check_runs_the_solution(monkeypatch):
 
 def test_the_starting_code_is_the_notebooks_exercise_cell():
     assert exercise_cell(NOTEBOOK) == START   # what a reset restores
-
-
-def test_the_learners_own_ipu_configuration_is_kept():
-    assert_keeps_the_configuration(
-        lambda: code_exercises.check_accumulating_training(code_exercises.solution))
 
 
 def test_the_solution_the_notebook_shows_passes():

@@ -10,7 +10,7 @@ from ipu_emulator.exercises import SOLUTIONS_VARIABLE, SolutionFailed
 from tests.support.child_python import ROOT
 from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixture)
     assert_asks_for_code, assert_own_hint, outside_solutions_mode,
-    exercise_cell, assert_keeps_the_configuration)
+    exercise_cell, keeping_the_configuration)
 
 MINI_BATCHES = code_exercises.MINI_BATCHES
 
@@ -95,8 +95,10 @@ WRONG_ATTEMPTS = {
 }
 
 
-def test_the_solution_passes_and_says_what_crossed():
-    feedback = code_exercises.check_sharded_step(code_exercises.solution)
+def test_the_solution_passes_and_says_what_crossed_keeping_the_learners_configuration():
+    # The learner's notebook configured IPUs of its own before the check.
+    feedback = keeping_the_configuration(
+        lambda: code_exercises.check_sharded_step(code_exercises.solution))
     assert feedback.ok, feedback.text
     assert "313,344 bytes in 5 copies" in feedback.text
 
@@ -127,11 +129,6 @@ def test_the_starting_code_runs_on_one_ipu_and_is_the_notebooks_exercise_cell():
     assert "ran on one IPU" in feedback.text
     notebook = ROOT / "notebooks" / "07_sharding.ipynb"
     assert exercise_cell(notebook) == code_exercises.STARTING_CODE  # what a reset restores
-
-
-def test_the_learners_own_ipu_configuration_is_kept():
-    assert_keeps_the_configuration(
-        lambda: code_exercises.check_sharded_step(code_exercises.solution))
 
 
 def split_inside_dense64(learning_rate, images, labels):

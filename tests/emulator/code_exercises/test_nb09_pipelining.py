@@ -12,7 +12,7 @@ from ipu_emulator.exercises import SOLUTIONS_VARIABLE, SolutionFailed
 from tests.support.child_python import ROOT
 from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixture)
     assert_asks_for_code, assert_own_hint, outside_solutions_mode,
-    exercise_cell, assert_keeps_the_configuration)
+    exercise_cell, keeping_the_configuration)
 
 Schedule = ipu.pipelining_ops.PipelineSchedule
 WIDTHS = [("dense256", 256), ("dense128", 128), ("dense64", 64), ("dense32", 32)]
@@ -93,8 +93,10 @@ WRONG_ATTEMPTS = {
 }
 
 
-def test_the_solution_passes_and_says_what_ran():
-    feedback = code_exercises.check_pipelined_model(code_exercises.solution)
+def test_the_solution_passes_and_says_what_ran_keeping_the_learners_configuration():
+    # The learner's notebook configured IPUs of its own before the check.
+    feedback = keeping_the_configuration(
+        lambda: code_exercises.check_pipelined_model(code_exercises.solution))
     assert feedback.ok, feedback.text
     assert "a Grouped pipeline of two stages" in feedback.text
     assert "4 passes of 16 micro-batches" in feedback.text
@@ -121,11 +123,6 @@ def test_in_solutions_mode_the_check_runs_the_solution(monkeypatch):
 def test_the_starting_code_is_the_notebooks_exercise_cell():
     notebook = ROOT / "notebooks" / "09_pipelining.ipynb"
     assert exercise_cell(notebook) == code_exercises.STARTING_CODE  # what a reset restores
-
-
-def test_the_learners_own_ipu_configuration_is_kept():
-    assert_keeps_the_configuration(
-        lambda: code_exercises.check_pipelined_model(code_exercises.solution))
 
 
 def pipelined_as_the_tutorial(optimizer="gradient descent", outfeed_loss=True, lr_scale=1.0):

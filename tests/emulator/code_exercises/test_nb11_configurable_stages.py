@@ -11,7 +11,7 @@ from ipu_emulator.exercises import SOLUTIONS_VARIABLE, SolutionFailed
 from tests.support.child_python import ROOT
 from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixture)
     assert_asks_for_code, assert_own_hint, outside_solutions_mode,
-    exercise_cell, assert_keeps_the_configuration)
+    exercise_cell, keeping_the_configuration)
 
 
 def pipeline(make_stages, accumulation_count=16, outfeed_loss=True,
@@ -104,8 +104,10 @@ WRONG_ATTEMPTS = {
 }
 
 
-def test_the_solution_passes_and_says_what_ran():
-    feedback = code_exercises.check_configurable_pipeline(code_exercises.solution)
+def test_the_solution_passes_and_says_what_ran_keeping_the_learners_configuration():
+    # The learner's notebook configured IPUs of its own before the check.
+    feedback = keeping_the_configuration(
+        lambda: code_exercises.check_configurable_pipeline(code_exercises.solution), ipus=8)
     assert feedback.ok, feedback.text
     assert "flatten-dense256 | dense128 | dense64 | dense32-logits-cel on 4 IPUs" in \
         feedback.text
@@ -153,8 +155,3 @@ def test_the_solution_shown_in_the_notebook_passes():
                  "optimizer_function": code_exercises.optimizer_function}
     exec(shown.split("```python\n")[1].split("```")[0], namespace)  # pylint: disable=exec-used
     assert code_exercises.check_configurable_pipeline(namespace["pipeline_for_splits"]).ok
-
-
-def test_the_learners_own_ipu_configuration_is_kept():
-    assert_keeps_the_configuration(
-        lambda: code_exercises.check_configurable_pipeline(code_exercises.solution), ipus=8)

@@ -11,7 +11,7 @@ from ipu_emulator.exercises import SOLUTIONS_VARIABLE, SolutionFailed
 from tests.support.child_python import ROOT
 from tests.support.code_exercise_checks import (  # noqa: F401  (an autouse fixture)
     assert_asks_for_code, assert_own_hint, outside_solutions_mode,
-    exercise_cell, assert_keeps_the_configuration)
+    exercise_cell, keeping_the_configuration)
 
 RECOMPUTE = ipu.pipelining_ops.RecomputationMode.RecomputeThenBackpropagate
 
@@ -114,8 +114,10 @@ WRONG_ATTEMPTS = {
 }
 
 
-def test_the_solution_passes_and_says_what_ran():
-    feedback = code_exercises.check_fits_in_memory(*code_exercises.SOLUTION)
+def test_the_solution_passes_and_says_what_ran_keeping_the_learners_configuration():
+    # The learner's notebook configured IPUs of its own before the check.
+    feedback = keeping_the_configuration(
+        lambda: code_exercises.check_fits_in_memory(*code_exercises.SOLUTION))
     assert feedback.ok, feedback.text
     assert ("offload_weight_update_variables=True, gradient_accumulation_dtype=tf.float16: "
             "IPU 0 peaks at 2.4") in feedback.text
@@ -171,8 +173,3 @@ def test_the_solution_shown_in_the_notebook_passes():
     exec(shown.split("```python\n")[1].split("```")[0], namespace)  # pylint: disable=exec-used
     assert code_exercises.check_fits_in_memory(namespace["configure_ipus"],
                                                namespace["pipelined_model"]).ok
-
-
-def test_the_learners_own_ipu_configuration_is_kept():
-    assert_keeps_the_configuration(
-        lambda: code_exercises.check_fits_in_memory(*code_exercises.SOLUTION))
