@@ -288,12 +288,10 @@ class LabServer:
                 with urllib.request.urlopen(request, timeout=2) as response:
                     if response.status == 200:
                         return
-            except (urllib.error.URLError, ConnectionError, OSError):
-                pass
-            except http.client.HTTPException:
-                # Something else holds the port (once, a kernel's ZeroMQ socket of another
-                # worker, bound after free_port() chose it): JupyterLab will exit with
-                # "already in use", and start() tries another port.
+            except (urllib.error.URLError, OSError, http.client.HTTPException):
+                # Not up yet; an answer that is not HTTP is something else on the port (once,
+                # another worker's kernel bound it after free_port() chose it): JupyterLab
+                # exits with "already in use", and start() tries another port.
                 pass
             if time.monotonic() > deadline:
                 raise TimeoutError(f"JupyterLab did not answer on {self.url} within "

@@ -139,7 +139,6 @@ WRONG_ATTEMPTS = {
 
 
 def test_the_solution_passes_and_says_what_fed_the_loop_keeping_the_learners_configuration():
-    # The learner's notebook configured IPUs of its own before the check.
     feedback = keeping_the_configuration(
         lambda: code_exercises.check_loop_on_device(code_exercises.solution))
     assert feedback.ok, feedback.text

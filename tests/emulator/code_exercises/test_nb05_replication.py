@@ -112,7 +112,6 @@ WRONG_ATTEMPTS = {
 
 
 def test_the_solution_passes_and_says_what_each_replica_did_keeping_the_learners_configuration():
-    # The learner's notebook configured IPUs of its own before the check.
     feedback = keeping_the_configuration(
         lambda: code_exercises.check_replicated_training(code_exercises.solution))
     assert feedback.ok, feedback.text

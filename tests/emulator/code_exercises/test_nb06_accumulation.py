@@ -144,7 +144,6 @@ WRONG_ATTEMPTS = {
 
 
 def test_the_solution_passes_and_counts_the_weight_updates_keeping_the_learners_configuration():
-    # The learner's notebook configured IPUs of its own before the check.
     feedback = keeping_the_configuration(
         lambda: code_exercises.check_accumulating_training(code_exercises.solution))
     assert feedback.ok, feedback.text

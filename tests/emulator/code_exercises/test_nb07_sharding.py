@@ -96,7 +96,6 @@ WRONG_ATTEMPTS = {
 
 
 def test_the_solution_passes_and_says_what_crossed_keeping_the_learners_configuration():
-    # The learner's notebook configured IPUs of its own before the check.
     feedback = keeping_the_configuration(
         lambda: code_exercises.check_sharded_step(code_exercises.solution))
     assert feedback.ok, feedback.text

@@ -105,7 +105,6 @@ WRONG_ATTEMPTS = {
 
 
 def test_the_solution_passes_and_says_what_ran_keeping_the_learners_configuration():
-    # The learner's notebook configured IPUs of its own before the check.
     feedback = keeping_the_configuration(
         lambda: code_exercises.check_configurable_pipeline(code_exercises.solution), ipus=8)
     assert feedback.ok, feedback.text
