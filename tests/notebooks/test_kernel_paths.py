@@ -12,8 +12,9 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from tests.support.child_python import run_code
+from tests.support.intraop_threads import VARIABLE as INTRAOP_VARIABLE
 from tests.support.kernel_paths import (EIGEN, ONEDNN, SWAP_VARIABLE, assigned_paths,
-                                        kernel_paths, tensorflow_notebooks)
+                                        kernel_environment, kernel_paths, tensorflow_notebooks)
 
 
 def test_the_tensorflow_notebooks_are_found():
@@ -36,9 +37,9 @@ def test_each_stage_runs_both_paths_and_the_two_stages_every_notebook_on_each():
 
 def run_on_path(notebook, folder, onednn: bool):
     """Run ``notebook`` (a NotebookNode) top to bottom in a kernel with oneDNN's kernels or
-    Eigen's, in ``folder``; returns the error text of the first cell that raised, or None."""
-    env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS="1" if onednn else "0",
-               IPU_EMULATOR_DATA="sample")
+    Eigen's, started as nbval starts a notebook's (``kernel_environment``), in ``folder``;
+    returns the error text of the first cell that raised, or None."""
+    env = dict(kernel_environment(ONEDNN if onednn else EIGEN), IPU_EMULATOR_DATA="sample")
     for attempt in (1, 2):
         client = NotebookClient(notebook, timeout=600, kernel_name="python3",
                                 resources={"metadata": {"path": str(folder)}})
@@ -70,10 +71,12 @@ digest = hashlib.sha1(tf.function(tf.matmul)(a, b).numpy().tobytes()).hexdigest(
 
 def default_path_digest():
     """PRODUCT_DIGEST as the host's default kernel path computes it (oneDNN's on most x86
-    hosts, Eigen's on some AMD ones), in a child forked from the preloaded Python: (whether
-    that path is oneDNN's, the digest)."""
-    code = PRODUCT_DIGEST + ("from tensorflow.python.util import _pywrap_util_port\n"
-                             "print(_pywrap_util_port.IsMklEnabled(), digest)")
+    hosts, Eigen's on some AMD ones) in a notebook's kernel, in a child forked from the
+    preloaded Python: (whether that path is oneDNN's, the digest).  The child drops the tests'
+    one intra-op thread before its first op, as a notebook's kernel starts without it."""
+    code = (f"import os\nos.environ.pop({INTRAOP_VARIABLE!r}, None)\n" + PRODUCT_DIGEST
+            + "from tensorflow.python.util import _pywrap_util_port\n"
+              "print(_pywrap_util_port.IsMklEnabled(), digest)")
     onednn, digest = run_code(code).check().stdout.split()[-2:]
     assert onednn in ("True", "False")
     return onednn == "True", digest
@@ -84,7 +87,8 @@ def test_a_check_pinning_a_value_the_kernels_compute_fails_on_the_other_path(tmp
     default path computed it fails on the other path (about 4 s of CPU, most of it the
     notebook's kernel on the other path, a new process).  Until 2026-12-01 the value pinned
     was always oneDNN's: on a host whose default is Eigen's that took one more TensorFlow
-    process, a new one asking for oneDNN."""
+    process, a new one asking for oneDNN.  Until 2026-12-02 both ran with the tests' one
+    intra-op thread, and on an AMD EPYC with AVX-512 the two paths gave the same bits there."""
     onednn, pinned = default_path_digest()
     notebook = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell(PRODUCT_DIGEST),

@@ -18,10 +18,11 @@ the run, so the learner's and the reference's runs still split each op alike.
 
 TensorFlow reads the variable when it first makes a device, so the root conftest.py sets it in
 ``os.environ`` before pytest-xdist starts its workers, as ``malloc_reuse`` does: the workers
-and all they start (the fork servers, the TF2 child, the notebooks' kernels, JupyterLab's)
-run with it.  A value the shell gives wins; ``IPU_LAB_ONE_INTRAOP_THREAD=0`` leaves it out.
-A learner's kernel on the hub gets only the spawner's environment, so the class runs as
-TensorFlow sizes itself.
+and all they start (the fork servers, the TF2 child, JupyterLab's kernels) run with it.  A
+value the shell gives wins; ``IPU_LAB_ONE_INTRAOP_THREAD=0`` leaves it out.  A learner's
+kernel on the hub gets only the spawner's environment, so the class runs as TensorFlow sizes
+itself, and so do the notebook run's kernels (tests/support/kernel_paths.py: at one thread
+Eigen's kernels gave oneDNN's float32 bits on one host, and the second path tested nothing).
 """
 from __future__ import annotations
 

@@ -13,9 +13,17 @@ runs every TensorFlow notebook on both paths and each notebook is run once per s
 2026-11-29 `make test` ran each TensorFlow notebook a second time on Eigen's kernels: about
 130 s of CPU.)
 
+A notebook's kernel runs with TensorFlow's own intra-op thread count, as a learner's does, not
+with the one thread the tests' other processes take (tests/support/intraop_threads.py): on an
+AMD EPYC with AVX-512 (2026-12-02), at one thread Eigen's float32 matmul, dense layer and
+convolution gave oneDNN's bits exactly, so the second path would have changed nothing there;
+at TensorFlow's own count (two threads) Eigen's differ.  It costs the five notebooks on
+Eigen's kernels about 1-6 s of CPU (nbval alone in one process, two rounds alternating: 50.4 /
+47.6 s against 44.6 / 46.9 s at one thread).
+
 nbval starts a notebook's kernel in its first cell's set-up, with this process's environment;
-``pytest_runtest_setup`` sets the variable for that set-up only, so nothing else the worker
-starts later inherits it.  The kernel logs the value it started with (notebook_startup.py) and
+``pytest_runtest_setup`` sets the variables for that set-up only (``kernel_environment``), so
+nothing else the worker starts later inherits them.  The kernel logs the value it started with (notebook_startup.py) and
 ``pytest_runtest_makereport`` fails the notebook's cells if it is not the assigned one.
 """
 import functools
@@ -25,6 +33,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import intraop_threads
 from tests.support.notebook_checks import RESOURCES_PROPERTY, fail_report
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
@@ -50,6 +59,15 @@ def kernel_paths(notebooks, swapped: bool = False) -> dict:
     return {name: (first if i % 2 == 0 else second) for i, name in enumerate(notebooks)}
 
 
+def kernel_environment(path: str, environ=os.environ) -> dict:
+    """``environ`` as a notebook's kernel on ``path`` (ONEDNN or EIGEN) starts with: the path's
+    ``TF_ENABLE_ONEDNN_OPTS``, and no intra-op thread count (TensorFlow sizes its pool to the
+    cores, as in a learner's kernel)."""
+    env = {key: value for key, value in environ.items() if key != intraop_threads.VARIABLE}
+    env[VARIABLE] = "0" if path == EIGEN else "1"
+    return env
+
+
 @functools.cache   # read once per process: the notebooks are large, asked about per cell
 def assigned_paths() -> dict:
     return kernel_paths(tensorflow_notebooks(),
@@ -69,15 +87,26 @@ def pytest_runtest_setup(item):
     if path is None:
         yield
         return
-    before = os.environ.get(VARIABLE)
-    os.environ[VARIABLE] = "0" if path == EIGEN else "1"
+    # Only the variables kernel_environment changes are set and put back: the worker's other
+    # threads may read the rest meanwhile.
+    changed = (VARIABLE, intraop_threads.VARIABLE)
+    before = {key: os.environ.get(key) for key in changed}
+    wanted = kernel_environment(path)
+    for key in changed:
+        set_variable(key, wanted.get(key))
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop(VARIABLE, None)
-        else:
-            os.environ[VARIABLE] = before
+        for key, value in before.items():
+            set_variable(key, value)
+
+
+def set_variable(key: str, value) -> None:
+    """``os.environ[key] = value``; ``None`` removes it."""
+    if value is None:
+        os.environ.pop(key, None)
+    else:
+        os.environ[key] = value
 
 
 # tryfirst: of the hook wrappers, the last to see the report, after notebook_checks.py has put
@@ -95,3 +124,8 @@ def pytest_runtest_makereport(item, call):
             fail_report(report, "The notebook's kernel runs on the wrong CPU kernels:",
                         [f"{notebook} is assigned {assigned}'s kernels (tests/support/"
                          f"kernel_paths.py), its kernel started on {usage['kernels']}'s"])
+        if usage.get("intraop_threads_setting") is not None:
+            fail_report(report, "The notebook's kernel runs with the tests' thread setting:",
+                        [f"{notebook}'s kernel started with {intraop_threads.VARIABLE}="
+                         f"{usage['intraop_threads_setting']}; a notebook's kernel sizes its "
+                         "pool as a learner's does (tests/support/kernel_paths.py)"])

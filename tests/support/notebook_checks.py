@@ -123,6 +123,7 @@ def pytest_runtest_makereport(item, call):
         if enabled is None:
             enabled = record.get("onednn_setting") != "0"
         usage["kernels"] = "oneDNN" if enabled else "Eigen"
+        usage["intraop_threads_setting"] = record.get("intraop_threads_setting")
     limit = (KERNEL_LIMITS.get(notebook, TENSORFLOW_KERNEL_LIMIT) if usage["tensorflow"]
              else PLAIN_KERNEL_LIMIT)
     if usage["private_peak_bytes"] > limit:

@@ -161,7 +161,9 @@ def _install_resource_log(log_and_shell=_log_and_shell):
                   # the setting, and TensorFlow's own answer (what it made of the setting, and
                   # of the CPU's features where there is none, as it loaded)
                   "onednn_setting": os.environ.get("TF_ENABLE_ONEDNN_OPTS"),
-                  "onednn_enabled": onednn_enabled()}
+                  "onednn_enabled": onednn_enabled(),
+                  # its intra-op pool: None is TensorFlow's own size, as in a learner's kernel
+                  "intraop_threads_setting": os.environ.get("TF_NUM_INTRAOP_THREADS")}
         with open(log_path, "a", encoding="utf-8") as log:
             log.write(json.dumps(record) + "\n")
 
