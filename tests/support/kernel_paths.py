@@ -23,8 +23,9 @@ Eigen's kernels about 1-6 s of CPU (nbval alone in one process, two rounds alter
 
 nbval starts a notebook's kernel in its first cell's set-up, with this process's environment;
 ``pytest_runtest_setup`` sets the variables for that set-up only (``kernel_environment``), so
-nothing else the worker starts later inherits them.  The kernel logs the value it started with (notebook_startup.py) and
-``pytest_runtest_makereport`` fails the notebook's cells if it is not the assigned one.
+nothing else the worker starts later inherits them.  The kernel logs what it started with
+(notebook_startup.py) and ``pytest_runtest_makereport`` fails the notebook's cells if its path
+is not the assigned one or its intra-op pool was given the tests' one thread.
 """
 import functools
 import json
