@@ -11,10 +11,10 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from tests.support.child_python import run_code
+from tests.support.child_python import child_env, run_code
 from tests.support.intraop_threads import VARIABLE as INTRAOP_VARIABLE
 from tests.support.kernel_paths import (EIGEN, ONEDNN, SWAP_VARIABLE, assigned_paths,
-                                        kernel_environment, kernel_paths, tensorflow_notebooks)
+                                        kernel_paths, kernel_settings, tensorflow_notebooks)
 
 
 def test_the_tensorflow_notebooks_are_found():
@@ -37,9 +37,9 @@ def test_each_stage_runs_both_paths_and_the_two_stages_every_notebook_on_each():
 
 def run_on_path(notebook, folder, onednn: bool):
     """Run ``notebook`` (a NotebookNode) top to bottom in a kernel with oneDNN's kernels or
-    Eigen's, started as nbval starts a notebook's (``kernel_environment``), in ``folder``;
-    returns the error text of the first cell that raised, or None."""
-    env = dict(kernel_environment(ONEDNN if onednn else EIGEN), IPU_EMULATOR_DATA="sample")
+    Eigen's, started with what nbval changes for a notebook's (``kernel_settings``), in
+    ``folder``; returns the error text of the first cell that raised, or None."""
+    env = child_env(**kernel_settings(ONEDNN if onednn else EIGEN))
     for attempt in (1, 2):
         client = NotebookClient(notebook, timeout=600, kernel_name="python3",
                                 resources={"metadata": {"path": str(folder)}})

@@ -22,7 +22,7 @@ Eigen's kernels about 1-6 s of CPU (nbval alone in one process, two rounds alter
 47.6 s against 44.6 / 46.9 s at one thread).
 
 nbval starts a notebook's kernel in its first cell's set-up, with this process's environment;
-``pytest_runtest_setup`` sets the variables for that set-up only (``kernel_environment``), so
+``pytest_runtest_setup`` sets the variables for that set-up only (``kernel_settings``), so
 nothing else the worker starts later inherits them.  The kernel logs what it started with
 (notebook_startup.py) and ``pytest_runtest_makereport`` fails the notebook's cells if its path
 is not the assigned one or its intra-op pool was given the tests' one thread.
@@ -60,13 +60,11 @@ def kernel_paths(notebooks, swapped: bool = False) -> dict:
     return {name: (first if i % 2 == 0 else second) for i, name in enumerate(notebooks)}
 
 
-def kernel_environment(path: str, environ=os.environ) -> dict:
-    """``environ`` as a notebook's kernel on ``path`` (ONEDNN or EIGEN) starts with: the path's
-    ``TF_ENABLE_ONEDNN_OPTS``, and no intra-op thread count (TensorFlow sizes its pool to the
-    cores, as in a learner's kernel)."""
-    env = {key: value for key, value in environ.items() if key != intraop_threads.VARIABLE}
-    env[VARIABLE] = "0" if path == EIGEN else "1"
-    return env
+def kernel_settings(path: str) -> dict:
+    """What a notebook's kernel on ``path`` (ONEDNN or EIGEN) starts with changed, as
+    ``child_env`` takes it: the path's ``TF_ENABLE_ONEDNN_OPTS``, and no intra-op thread count
+    (None: removed; TensorFlow sizes its pool to the cores, as in a learner's kernel)."""
+    return {VARIABLE: "0" if path == EIGEN else "1", intraop_threads.VARIABLE: None}
 
 
 @functools.cache   # read once per process: the notebooks are large, asked about per cell
@@ -88,26 +86,13 @@ def pytest_runtest_setup(item):
     if path is None:
         yield
         return
-    # Only the variables kernel_environment changes are set and put back: the worker's other
-    # threads may read the rest meanwhile.
-    changed = (VARIABLE, intraop_threads.VARIABLE)
-    before = {key: os.environ.get(key) for key in changed}
-    wanted = kernel_environment(path)
-    for key in changed:
-        set_variable(key, wanted.get(key))
-    try:
+    with pytest.MonkeyPatch.context() as patch:   # put back when the set-up ends
+        for key, value in kernel_settings(path).items():
+            if value is None:
+                patch.delenv(key, raising=False)
+            else:
+                patch.setenv(key, value)
         yield
-    finally:
-        for key, value in before.items():
-            set_variable(key, value)
-
-
-def set_variable(key: str, value) -> None:
-    """``os.environ[key] = value``; ``None`` removes it."""
-    if value is None:
-        os.environ.pop(key, None)
-    else:
-        os.environ[key] = value
 
 
 # tryfirst: of the hook wrappers, the last to see the report, after notebook_checks.py has put
