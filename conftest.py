@@ -24,7 +24,7 @@ import os
 import pytest
 
 pytest_plugins = ["tests.support.notebook_checks", "tests.support.kernel_paths",
-                  "tests.support.lite_report"]
+                  "tests.support.notebook_kernels", "tests.support.lite_report"]
 
 # The scripts in the tutorials' layouts are run by tests as child processes; collected as
 # docstring-example modules they would train at import time.
