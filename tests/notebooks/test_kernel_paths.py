@@ -15,6 +15,7 @@ from tests.support.child_python import child_env, run_code
 from tests.support.intraop_threads import VARIABLE as INTRAOP_VARIABLE
 from tests.support.kernel_paths import (EIGEN, ONEDNN, SWAP_VARIABLE, assigned_paths,
                                         kernel_paths, kernel_settings, tensorflow_notebooks)
+from tests.support.notebook_kernels import UnixSocketKernelManager
 
 
 def test_the_tensorflow_notebooks_are_found():
@@ -40,21 +41,17 @@ def run_on_path(notebook, folder, onednn: bool):
     Eigen's, started with what nbval changes for a notebook's (``kernel_settings``), in
     ``folder``; returns the error text of the first cell that raised, or None."""
     env = child_env(**kernel_settings(ONEDNN if onednn else EIGEN))
-    for attempt in (1, 2):
-        client = NotebookClient(notebook, timeout=600, kernel_name="python3",
-                                resources={"metadata": {"path": str(folder)}})
-        try:
-            client.execute(env=env)
-            return None
-        except CellExecutionError as error:
-            # nbclient's message: the cell's source and the error; its end is enough.
-            return str(error)[-3000:]
-        except Exception:  # pylint: disable=broad-except
-            # The kernel did not start or answer (a port taken between its choice and its
-            # bind, on a busy machine): once more, then the error.
-            if attempt == 2 or client.code_cells_executed:
-                raise
-    return None
+    # Over Unix sockets, as the notebook run's kernels (no port to lose before the kernel
+    # binds it: tests/support/notebook_kernels.py).
+    client = NotebookClient(notebook, timeout=600, kernel_name="python3",
+                            kernel_manager_class=UnixSocketKernelManager,
+                            resources={"metadata": {"path": str(folder)}})
+    try:
+        client.execute(env=env)
+        return None
+    except CellExecutionError as error:
+        # nbclient's message: the cell's source and the error; its end is enough.
+        return str(error)[-3000:]
 
 
 # A float32 product whose summation order the kernels choose: its digest, as one cell.

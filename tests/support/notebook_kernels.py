@@ -9,7 +9,9 @@ and tests/test_notebook_kernels.py shows a taken port doing it.  Over jupyter_cl
 transport, IPC, a kernel's sockets are files under a name of its own, which no other process
 picks.  nbval also sends a kernel's stderr to /dev/null, which left that failure without its
 cause: here it goes to a file, and a kernel that dies, before it answers or during a cell,
-shows its last lines.
+shows its last lines.  tests/notebooks/test_kernel_paths.py, which had met the same race and
+started its kernel a second time, takes the manager too.  JupyterLab's kernels in the browser
+tests and the hub's stay on TCP, as a learner's are.
 """
 import functools
 import tempfile
@@ -45,9 +47,8 @@ def stderr_ending(manager) -> str:
     return f"its stderr ({path}) ended:\n" + "\n".join(last_lines)
 
 
-def start_notebook_kernel(startup_timeout=60, kernel_name="python", stderr=None,
-                          stderr_folder=SOCKET_FOLDER, manager_class=UnixSocketKernelManager,
-                          **kwargs):
+def start_notebook_kernel(startup_timeout=60, kernel_name="python", stderr=None, *,
+                          stderr_folder, manager_class=UnixSocketKernelManager, **kwargs):
     """nbval.kernel.start_new_kernel's work (a manager and a ready client), over IPC, with the
     kernel's stderr in a file in ``stderr_folder`` instead of nbval's /dev/null (``stderr`` is
     ignored); the manager's ``stderr_path`` names it."""
