@@ -1,6 +1,6 @@
 """tests/support/notebook_kernels.py: the notebook run's kernels talk to the worker over Unix
 sockets, so no other process can take their ports before they bind them, and one that dies
-shows why (two kernel starts: about 2 s of CPU)."""
+shows why (two kernel starts: about 1 s of CPU, 0.5-1.0 s measured)."""
 import socket
 import time
 from pathlib import Path
