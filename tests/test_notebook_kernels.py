@@ -16,8 +16,12 @@ from tests.support.notebook_kernels import start_notebook_kernel
 CHANNELS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
 
 
-def test_the_notebook_run_starts_its_kernels_this_way():
+def test_the_notebook_run_starts_its_kernels_this_way(tmp_path_factory):
     assert nbval.kernel.start_new_kernel.func is start_notebook_kernel
+    # Their stderr in pytest's temporary folders, which pytest prunes, not in a folder of
+    # /tmp nothing removes.
+    stderr_folder = nbval.kernel.start_new_kernel.keywords["stderr_folder"]
+    assert stderr_folder.is_relative_to(tmp_path_factory.getbasetemp())
 
 
 def failed_cell_report(manager):

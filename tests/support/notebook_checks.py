@@ -49,12 +49,19 @@ _RESOURCES = {}
 _REPORTED = {}
 
 
+def run_folder(config, name: str) -> Path:
+    """A new folder for this run's files, in pytest's temporary folders (which pytest prunes)
+    when its tmp_path plugin is on.  Call it from a ``pytest_configure`` marked ``trylast``:
+    before that plugin has configured its factory there is none."""
+    factory = getattr(config, "_tmp_path_factory", None)
+    return factory.mktemp(name) if factory else Path(tempfile.mkdtemp(name))
+
+
 @pytest.hookimpl(trylast=True)  # after the tmp_path plugin has configured its factory
 def pytest_configure(config):
     # Set before any kernel starts (nbval starts one per notebook, in the first cell's setup);
     # kernels inherit the environment.
-    factory = getattr(config, "_tmp_path_factory", None)
-    folder = factory.mktemp("legibility") if factory else Path(tempfile.mkdtemp("legibility"))
+    folder = run_folder(config, "legibility")
     os.environ["PYTHONSTARTUP"] = str(STARTUP)
     os.environ[LOG_VARIABLE] = str(folder / "figures.jsonl")
     os.environ[RESOURCE_VARIABLE] = str(folder / "resources.jsonl")

@@ -23,6 +23,8 @@ import pytest
 from jupyter_client.manager import KernelManager
 from traitlets import default
 
+from tests.support.notebook_checks import run_folder
+
 # A Unix socket's path is at most 107 bytes: the temporary folder, not pytest's deeper ones.
 SOCKET_FOLDER = Path(tempfile.gettempdir())
 STDERR_LINES_SHOWN = 15
@@ -69,12 +71,11 @@ def start_notebook_kernel(startup_timeout=60, kernel_name="python", stderr=None,
     return manager, client
 
 
+@pytest.hookimpl(trylast=True)  # after the tmp_path plugin has configured its factory
 def pytest_configure(config):
-    factory = getattr(config, "_tmp_path_factory", None)
-    folder = factory.mktemp("kernel-stderr") if factory else Path(tempfile.mkdtemp())
     patch = config.stash[_PATCH] = pytest.MonkeyPatch()
-    patch.setattr(nbval.kernel, "start_new_kernel",
-                  functools.partial(start_notebook_kernel, stderr_folder=folder))
+    patch.setattr(nbval.kernel, "start_new_kernel", functools.partial(
+        start_notebook_kernel, stderr_folder=run_folder(config, "kernel-stderr")))
 
 
 def pytest_unconfigure(config):
